@@ -1,0 +1,89 @@
+#pragma once
+// A directory of HDF5 checkpoints: durable saves (temporary name, fsync, rename, directory
+// fsync), keep-last-N, verification on load, and a background writer for periodic saves.
+// The file format is documented in docs/checkpoint-format.md.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "railyard/gpt_config.hpp"
+#include "railyard/param_layout.hpp"
+#include "railyard/train_state.hpp"
+
+namespace railyard {
+
+class Communicator;
+
+// A checkpoint that cannot be used; what() says what is wrong with which file.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CheckpointInfo {
+  std::string path;
+  int64_t step = -1;
+  uint64_t bytes = 0;
+  double mtime = 0;   // seconds since the epoch
+  bool valid = false;
+  std::string error;  // why not valid
+};
+
+struct SaveResult {
+  std::string path;
+  uint64_t bytes = 0;
+  double seconds = 0;  // from the call until durable
+};
+
+struct LoadedCheckpoint {
+  std::string path;
+  GptConfig model;
+  ModelState state;  // full params and full moments
+  TrainProgress progress;
+};
+
+// Reads and verifies one file (format version, every dataset's checksum, shapes against
+// `expect` when given). Throws CheckpointError naming the file and the problem.
+LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expect = nullptr);
+
+class CheckpointStore {
+ public:
+  // Collective over comm. Rank 0 creates `dir` (mode 0700) if missing and removes stale
+  // temporary files left by a killed writer. Throws CheckpointError when `dir` is unusable.
+  CheckpointStore(std::string dir, int keep, Communicator& comm);
+  ~CheckpointStore();  // waits for a background save
+
+  // Synchronous, collective save of this step; durable when it returns; then prunes to `keep`
+  // (never deleting the newest valid checkpoint). Throws CheckpointError on failure, deleting
+  // nothing.
+  SaveResult save(const ParamLayout& layout, const GptConfig& model, const ModelState& state,
+                  const TrainProgress& progress);
+  // Collective: gathers the state to the writing rank now, writes it on a background thread.
+  // A previous background save is waited for first.
+  void save_async(const ParamLayout& layout, const GptConfig& model, ModelState state,
+                  TrainProgress progress);
+  // Waits for the background save; returns its result (if one ran) or rethrows its error.
+  std::optional<SaveResult> wait();
+
+  // Newest first, each verified.
+  std::vector<CheckpointInfo> list() const;
+  // The newest checkpoint that verifies and matches `expect`; each rejected one is passed to
+  // `warn` with the reason. nullopt when none is usable.
+  std::optional<LoadedCheckpoint> load_latest(const GptConfig& expect,
+                                              const std::function<void(const std::string&)>& warn);
+
+  // Measured write rate of the last save, bytes/s (0 before the first save).
+  double write_rate() const;
+  const std::string& dir() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace railyard
