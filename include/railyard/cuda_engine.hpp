@@ -1,0 +1,17 @@
+#pragma once
+// The CUDA engine: GPT on one GPU per rank, NCCL between ranks. Only in builds with CUDA.
+
+#include <cstdint>
+#include <memory>
+
+#include "railyard/engine.hpp"
+
+namespace railyard {
+
+// Picks the device (0 when the plugin bound the task, else local rank modulo device count),
+// bootstraps NCCL over `comm`, allocates everything once. Throws std::runtime_error naming the
+// fix when no usable GPU is present.
+std::unique_ptr<Engine> make_cuda_engine(const GptConfig& cfg, const EngineOptions& opts,
+                                         Communicator& comm, uint64_t seed);
+
+}  // namespace railyard
