@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace railyard {
 
@@ -29,6 +30,11 @@ class Communicator {
   int64_t allreduce_min(int64_t v);
   void broadcast(void* data, size_t bytes, int root);
   void barrier();
+  // Every rank's string, in rank order, on `root` (empty elsewhere): for logging bindings.
+  std::vector<std::string> gather_strings(const std::string& mine, int root);
+  // Ends every rank of the job with `code`: for failures that other ranks may not see, which
+  // would otherwise leave them waiting in a collective.
+  [[noreturn]] void abort(int code);
 
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

@@ -1,0 +1,141 @@
+#include "railyard/communicator.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "railyard/launcher.hpp"
+
+namespace railyard {
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+  throw std::runtime_error(std::string("MPI: ") + what + " failed: " + std::string(msg, len));
+}
+
+// MPI counts are int; large buffers go in chunks.
+constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;
+
+// True when this object called MPI_Init_thread, so it must also call MPI_Finalize; a host
+// program that initialised MPI itself keeps ownership.
+bool g_we_initialised = false;
+
+}  // namespace
+
+Communicator& Communicator::world() {
+  // A function-local static: constructed on first use (MPI_Init), destroyed at exit
+  // (MPI_Finalize), also when the process was started without any launcher (singleton MPI).
+  static Communicator instance;
+  return instance;
+}
+
+Communicator::Communicator() {
+  launcher_ = detect_launcher();
+  int initialised = 0;
+  check(MPI_Initialized(&initialised), "MPI_Initialized");
+  if (!initialised) {
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    g_we_initialised = true;
+    if (provided < MPI_THREAD_FUNNELED) {
+      throw std::runtime_error("MPI: the library provides no MPI_THREAD_FUNNELED support");
+    }
+  }
+  // Errors return codes (checked below) instead of aborting the job without a message.
+  check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  // A private duplicate, so our collectives never match a host program's messages.
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  MPI_Comm node = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type(SHARED)");
+  check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank(node)");
+  check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size(node)");
+  check(MPI_Comm_free(&node), "MPI_Comm_free(node)");
+}
+
+Communicator::~Communicator() {
+  // Destructors must not throw: errors at exit are ignored, MPI is going away anyway.
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (finalised) return;
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (g_we_initialised) MPI_Finalize();
+}
+
+void Communicator::allreduce_sum(float* data, size_t n) {
+  for (size_t off = 0; off < n; off += kMaxChunk) {
+    int count = static_cast<int>(std::min(kMaxChunk, n - off));
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, comm_),
+          "MPI_Allreduce(float)");
+  }
+}
+
+void Communicator::allreduce_sum(double* data, size_t n) {
+  for (size_t off = 0; off < n; off += kMaxChunk) {
+    int count = static_cast<int>(std::min(kMaxChunk, n - off));
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_DOUBLE, MPI_SUM, comm_),
+          "MPI_Allreduce(double)");
+  }
+}
+
+int64_t Communicator::allreduce_max(int64_t v) {
+  check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce(max)");
+  return v;
+}
+
+int64_t Communicator::allreduce_min(int64_t v) {
+  check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, comm_), "MPI_Allreduce(min)");
+  return v;
+}
+
+void Communicator::broadcast(void* data, size_t bytes, int root) {
+  auto* p = static_cast<char*>(data);
+  for (size_t off = 0; off < bytes; off += kMaxChunk) {
+    int count = static_cast<int>(std::min(kMaxChunk, bytes - off));
+    check(MPI_Bcast(p + off, count, MPI_BYTE, root, comm_), "MPI_Bcast");
+  }
+}
+
+void Communicator::barrier() {
+  check(MPI_Barrier(comm_), "MPI_Barrier");
+}
+
+std::vector<std::string> Communicator::gather_strings(const std::string& mine, int root) {
+  if (mine.size() > static_cast<size_t>(INT_MAX)) {
+    throw std::invalid_argument("Communicator::gather_strings: string too long");
+  }
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(rank_ == root ? size_ : 0);
+  check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm_), "MPI_Gather");
+  std::vector<int> displs(lens.size());
+  size_t total = 0;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    displs[i] = static_cast<int>(total);
+    total += static_cast<size_t>(lens[i]);
+  }
+  std::string all(total, '\0');
+  check(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                    root, comm_),
+        "MPI_Gatherv");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(lens[i])));
+  }
+  return out;
+}
+
+void Communicator::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] honest if it did
+}
+
+}  // namespace railyard

@@ -1,0 +1,42 @@
+#include "railyard/launcher.hpp"
+
+#include <cstdlib>
+
+namespace railyard {
+namespace {
+
+bool has_env(const char* name) {
+  return std::getenv(name) != nullptr;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return (end != nullptr && *end == '\0') ? static_cast<int>(n) : fallback;
+}
+
+}  // namespace
+
+std::string detect_launcher() {
+  // mpirun first: an mpirun inside a Slurm allocation starts its daemons as a step, so the
+  // ranks inherit SLURM_STEP_ID as well.
+  if (has_env("OMPI_COMM_WORLD_SIZE")) return "mpirun";
+  if (has_env("SLURM_STEP_ID") &&
+      (has_env("PMIX_RANK") || has_env("PMI_RANK") || has_env("SLURM_PROCID"))) {
+    return "srun";
+  }
+  if (has_env("PMIX_RANK") || has_env("PMI_RANK")) return "mpirun";
+  return "none";
+}
+
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    int r = env_int(name, -1);
+    if (r >= 0) return r;
+  }
+  return 0;
+}
+
+}  // namespace railyard
