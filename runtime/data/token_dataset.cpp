@@ -1,0 +1,319 @@
+#include "railyard/token_dataset.hpp"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace railyard {
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240520;
+constexpr int kLlmcHeaderInts = 256;
+constexpr int kGpt2Vocab = 50257;
+
+// HDF5 prints its error stack by default; we turn failures into exceptions instead.
+class QuietHdf5 {
+ public:
+  QuietHdf5() {
+    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+  QuietHdf5(const QuietHdf5&) = delete;
+  QuietHdf5& operator=(const QuietHdf5&) = delete;
+
+ private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+};
+
+// Closes an HDF5 handle with the matching function when it goes out of scope.
+class H5Handle {
+ public:
+  H5Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~H5Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw DataError("token data '" + path + "': " + what);
+}
+
+bool starts_with_hdf5_signature(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char sig[8] = {};
+  f.read(sig, sizeof sig);
+  return f.gcount() == 8 && std::memcmp(sig, "\x89HDF\r\n\x1a\n", 8) == 0;
+}
+
+}  // namespace
+
+// One file's tokens: a read-only mapping of the file (contiguous little-endian data) or a copy
+// in memory (chunked or compressed HDF5 datasets).
+struct TokenDataset::Source {
+  int token_bytes = 2;
+  size_t count = 0;
+  const unsigned char* data = nullptr;  // first token
+  void* map = nullptr;
+  size_t map_len = 0;
+  std::vector<unsigned char> owned;
+
+  ~Source() {
+    if (map != nullptr) munmap(map, map_len);
+  }
+
+  uint32_t at(size_t i) const {
+    if (token_bytes == 2) {
+      uint16_t v;
+      std::memcpy(&v, data + 2 * i, 2);
+      return v;
+    }
+    uint32_t v;
+    std::memcpy(&v, data + 4 * i, 4);
+    return v;
+  }
+
+  void map_file(const std::string& path, uint64_t offset, size_t bytes) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t base = offset / static_cast<uint64_t>(page) * static_cast<uint64_t>(page);
+    map_len = bytes + (offset - base);
+    map = mmap(nullptr, map_len, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(base));
+    int err = errno;
+    ::close(fd);
+    if (map == MAP_FAILED) {
+      map = nullptr;
+      fail(path, std::string("cannot map: ") + std::strerror(err));
+    }
+    data = static_cast<const unsigned char*>(map) + (offset - base);
+  }
+};
+
+namespace {
+
+std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, TokenFileInfo& info);
+std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info);
+
+}  // namespace
+
+TokenDataset::TokenDataset(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw DataError("token data: no files given");
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      fail(path, "no such file (check the path given to --data / --val-data)");
+    }
+    TokenFileInfo info;
+    info.path = path;
+    std::unique_ptr<Source> src =
+        starts_with_hdf5_signature(path) ? open_hdf5(path, info) : open_llmc_bin(path, info);
+    if (src->count == 0) fail(path, "holds no tokens (empty dataset)");
+    uint32_t mx = 0;
+    for (size_t i = 0; i < src->count; ++i) mx = std::max(mx, src->at(i));
+    info.max_token = mx;
+    info.tokens = src->count;
+    info.token_bytes = src->token_bytes;
+    if (mx >= static_cast<uint32_t>(info.vocab)) {
+      fail(path, "holds token " + std::to_string(mx) + ", outside its vocabulary of " +
+                     std::to_string(info.vocab) + " (vocab_size attribute or format default)");
+    }
+    starts_.push_back(total_);
+    total_ += src->count;
+    sources_.push_back(std::move(src));
+    infos_.push_back(std::move(info));
+  }
+}
+
+TokenDataset::~TokenDataset() = default;
+TokenDataset::TokenDataset(TokenDataset&&) noexcept = default;
+TokenDataset& TokenDataset::operator=(TokenDataset&&) noexcept = default;
+
+int TokenDataset::vocab() const {
+  int v = 0;
+  for (const TokenFileInfo& i : infos_) v = std::max(v, i.vocab);
+  return v;
+}
+
+void TokenDataset::check_vocab(int vocab) const {
+  for (const TokenFileInfo& i : infos_) {
+    if (i.max_token >= static_cast<uint32_t>(vocab)) {
+      fail(i.path, "holds token " + std::to_string(i.max_token) +
+                       ", outside the model's vocab of " + std::to_string(vocab) +
+                       " (raise --vocab or leave it to the data)");
+    }
+  }
+}
+
+void TokenDataset::read(size_t offset, std::span<int32_t> out) const {
+  if (offset > total_ || out.size() > total_ - offset) {
+    throw std::out_of_range("TokenDataset::read: tokens [" + std::to_string(offset) + ", " +
+                            std::to_string(offset + out.size()) + ") past the end (" +
+                            std::to_string(total_) + ")");
+  }
+  size_t s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), offset) -
+                                 starts_.begin()) -
+             1;
+  size_t done = 0;
+  while (done < out.size()) {
+    const Source& src = *sources_[s];
+    size_t local = offset + done - starts_[s];
+    size_t n = std::min(out.size() - done, src.count - local);
+    for (size_t i = 0; i < n; ++i) out[done + i] = static_cast<int32_t>(src.at(local + i));
+    done += n;
+    ++s;
+  }
+}
+
+namespace {
+
+std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, TokenFileInfo& info) {
+  info.format = "llmc-bin";
+  std::ifstream f(path, std::ios::binary);
+  int32_t header[kLlmcHeaderInts] = {};
+  f.read(reinterpret_cast<char*>(header), sizeof header);
+  if (f.gcount() == 0) fail(path, "is empty (no header, no tokens)");
+  if (f.gcount() < static_cast<std::streamsize>(sizeof header) || header[0] != kLlmcMagic) {
+    fail(path, "is neither an HDF5 file nor an llm.c .bin shard (magic " +
+                   std::to_string(kLlmcMagic) + ")");
+  }
+  if (header[1] != 1) {
+    fail(path, "is an llm.c shard of version " + std::to_string(header[1]) +
+                   "; only version 1 (uint16 GPT-2 tokens) is supported");
+  }
+  if (header[2] < 0) fail(path, "has a negative token count in its header");
+  auto count = static_cast<size_t>(header[2]);
+  uint64_t size = std::filesystem::file_size(path);
+  uint64_t need = sizeof header + 2 * static_cast<uint64_t>(count);
+  if (size < need) {
+    fail(path, "is truncated: the header promises " + std::to_string(count) + " tokens (" +
+                   std::to_string(need) + " bytes), the file has " + std::to_string(size));
+  }
+  info.vocab = kGpt2Vocab;
+  auto src = std::make_unique<TokenDataset::Source>();
+  src->token_bytes = 2;
+  src->count = count;
+  if (count > 0) src->map_file(path, sizeof header, 2 * count);
+  return src;
+}
+
+int read_vocab_attr(hid_t obj) {
+  if (H5Aexists(obj, "vocab_size") <= 0) return -1;
+  H5Handle a(H5Aopen(obj, "vocab_size", H5P_DEFAULT), H5Aclose);
+  if (!a.ok()) return -1;
+  int64_t v = -1;
+  if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return -1;
+  return v > 0 && v <= INT32_MAX ? static_cast<int>(v) : 0;
+}
+
+std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info) {
+  QuietHdf5 quiet;
+  info.format = "hdf5";
+  H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.ok()) fail(path, "cannot be opened as HDF5");
+  if (H5Lexists(file.get(), "tokens", H5P_DEFAULT) <= 0) {
+    fail(path, "has no /tokens dataset");
+  }
+  H5Handle dset(H5Dopen2(file.get(), "tokens", H5P_DEFAULT), H5Dclose);
+  if (!dset.ok()) fail(path, "/tokens is not a dataset");
+  H5Handle space(H5Dget_space(dset.get()), H5Sclose);
+  if (!space.ok() || H5Sget_simple_extent_ndims(space.get()) != 1) {
+    fail(path, "/tokens must be 1-D");
+  }
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
+  H5Handle type(H5Dget_type(dset.get()), H5Tclose);
+  if (!type.ok() || H5Tget_class(type.get()) != H5T_INTEGER ||
+      H5Tget_sign(type.get()) != H5T_SGN_NONE ||
+      (H5Tget_size(type.get()) != 2 && H5Tget_size(type.get()) != 4)) {
+    fail(path, "/tokens must be uint16 or uint32");
+  }
+  int vocab = read_vocab_attr(dset.get());
+  if (vocab < 0) vocab = read_vocab_attr(file.get());
+  if (vocab < 0) fail(path, "has no integer vocab_size attribute on /tokens or the file root");
+  if (vocab == 0) fail(path, "has a vocab_size attribute outside [1, 2^31)");
+  info.vocab = vocab;
+
+  auto src = std::make_unique<TokenDataset::Source>();
+  src->token_bytes = static_cast<int>(H5Tget_size(type.get()));
+  src->count = static_cast<size_t>(n);
+  if (n == 0) return src;
+  const size_t bytes = src->count * static_cast<size_t>(src->token_bytes);
+  hid_t le = src->token_bytes == 2 ? H5T_STD_U16LE : H5T_STD_U32LE;
+  H5Handle dcpl(H5Dget_create_plist(dset.get()), H5Pclose);
+  haddr_t offset = H5Dget_offset(dset.get());
+  bool mappable = dcpl.ok() && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
+                  offset != HADDR_UNDEF && H5Tequal(type.get(), le) > 0 &&
+                  H5Dget_storage_size(dset.get()) == bytes;
+  if (mappable) {
+    src->map_file(path, offset, bytes);
+    return src;
+  }
+  src->owned.resize(bytes);
+  hid_t mem = src->token_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
+  if (H5Dread(dset.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, src->owned.data()) < 0) {
+    fail(path, "reading /tokens failed (damaged file?)");
+  }
+  src->data = src->owned.data();
+  return src;
+}
+
+}  // namespace
+
+void write_token_file(const std::string& path, std::span<const uint32_t> tokens, int vocab) {
+  QuietHdf5 quiet;
+  if (vocab <= 0) fail(path, "vocab must be positive");
+  for (uint32_t t : tokens) {
+    if (t >= static_cast<uint32_t>(vocab)) {
+      fail(path,
+           "token " + std::to_string(t) + " is outside the vocab of " + std::to_string(vocab));
+    }
+  }
+  const bool narrow = vocab <= 65536;
+  H5Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.ok()) fail(path, "cannot be created (directory missing or not writable?)");
+  hsize_t n = tokens.size();
+  H5Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  H5Handle dset(H5Dcreate2(file.get(), "tokens", narrow ? H5T_STD_U16LE : H5T_STD_U32LE,
+                           space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                H5Dclose);
+  if (!space.ok() || !dset.ok()) fail(path, "cannot create /tokens");
+  if (n > 0) {
+    herr_t rc;
+    if (narrow) {
+      std::vector<uint16_t> t16(tokens.begin(), tokens.end());
+      rc = H5Dwrite(dset.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, t16.data());
+    } else {
+      rc = H5Dwrite(dset.get(), H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens.data());
+    }
+    if (rc < 0) fail(path, "writing /tokens failed (disk full?)");
+  }
+  H5Handle aspace(H5Screate(H5S_SCALAR), H5Sclose);
+  H5Handle attr(
+      H5Acreate2(dset.get(), "vocab_size", H5T_STD_I64LE, aspace.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Aclose);
+  int64_t v = vocab;
+  if (!attr.ok() || H5Awrite(attr.get(), H5T_NATIVE_INT64, &v) < 0) {
+    fail(path, "writing the vocab_size attribute failed");
+  }
+  if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) fail(path, "flushing failed (disk full?)");
+}
+
+}  // namespace railyard
