@@ -1,0 +1,51 @@
+// The two ways a plan is shown: JSON for railyard-topo --json, one line per task for the
+// plugin's verbose report.
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "railyard/planner.hpp"
+
+namespace railyard {
+namespace {
+
+std::string join_or(const std::vector<std::string>& parts, const char* none) {
+  if (parts.empty()) return none;
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i > 0 ? "," : "") + parts[i];
+  return out;
+}
+
+}  // namespace
+
+std::string plan_to_json(const StepPlan& plan) {
+  nlohmann::ordered_json tasks = nlohmann::ordered_json::array();
+  for (const TaskPlan& task : plan.tasks) {
+    nlohmann::ordered_json t;
+    t["local_rank"] = task.local_rank;
+    t["gpus"] = task.gpu_ids;
+    t["gpu_pci"] = task.gpu_pci;
+    t["cuda_visible_devices"] = task.cuda_visible_devices;
+    t["nics"] = task.nics;
+    t["nic_ports"] = task.nic_ports;
+    t["netdev"] = task.netdev;
+    t["cpus"] = task.cpus;
+    t["env"] = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : task.env) t["env"][name] = value;
+    tasks.push_back(std::move(t));
+  }
+  nlohmann::ordered_json out;
+  out["node"] = plan.node_name;
+  out["enabled"] = plan.policy.enabled;
+  out["policy"] = describe(plan.policy);
+  out["tasks"] = std::move(tasks);
+  return out.dump(2);
+}
+
+std::string format_task_report(const StepPlan& plan, const TaskPlan& task) {
+  return "railyard: host=" + (plan.node_name.empty() ? std::string("?") : plan.node_name) +
+         " rank=" + std::to_string(task.local_rank) + " gpu=" + join_or(task.gpu_pci, "none") +
+         " nic=" + join_or(task.nics, "none") + " cpus=" + (task.cpus.empty() ? "?" : task.cpus);
+}
+
+}  // namespace railyard

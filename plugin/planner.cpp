@@ -1,0 +1,306 @@
+// The binding planner. GPUs go to tasks by a minimum-cost assignment: nearness to the task's
+// cpus first, then closeness to the plain by-rank order, so equal choices follow local rank.
+// NICs follow the task's GPUs, cpus follow the GPUs' NUMA nodes inside the task's allocation.
+
+#include "railyard/planner.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "railyard/assignment.hpp"
+#include "railyard/cpuset.hpp"
+
+namespace railyard {
+namespace {
+
+// Beyond this many rows or columns the assignment's cubic cost is too much for slurmstepd;
+// GPUs then go by local rank.
+constexpr size_t kMaxAssignment = 512;
+
+struct StepGpu {
+  std::string id;         // as Slurm gave it
+  std::string cuda_name;  // as CUDA_VISIBLE_DEVICES names it
+  int index = -1;         // into Topology::gpus, -1 when unknown
+  CpuSet local;           // empty when unknown
+};
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() <= 6 &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+bool uuid_like(std::string_view s) {
+  return (s.rfind("MIG-", 0) == 0 || s.rfind("GPU-", 0) == 0) && s.size() <= 96 &&
+         std::all_of(s.begin(), s.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '/'; });
+}
+
+StepGpu resolve_gpu(const Topology& topology, const std::string& id) {
+  StepGpu gpu;
+  gpu.id = id;
+  if (all_digits(id)) {
+    const size_t index = std::stoul(id);
+    if (index >= topology.gpus.size()) {
+      throw std::invalid_argument("step GPU index " + id + " is not on this node: the topology (" +
+                                  topology.source + ") has " +
+                                  std::to_string(topology.gpus.size()) +
+                                  " GPUs; refresh the cached topology XML (lstopo --of xml)");
+    }
+    gpu.index = static_cast<int>(index);
+  } else if (uuid_like(id)) {
+    for (size_t i = 0; i < topology.gpus.size() && gpu.index < 0; ++i) {
+      const Gpu& g = topology.gpus[i];
+      if (g.uuid == id ||
+          std::find(g.mig_uuids.begin(), g.mig_uuids.end(), id) != g.mig_uuids.end()) {
+        gpu.index = static_cast<int>(i);
+      }
+    }
+  } else {
+    throw std::invalid_argument("invalid step GPU '" + id +
+                                "': expected a GPU index (0, 1, ...) or a UUID (GPU-..., MIG-...)");
+  }
+  if (gpu.index >= 0 && !topology.gpus[gpu.index].cpuset.empty()) {
+    gpu.local = CpuSet::parse(topology.gpus[gpu.index].cpuset);
+  }
+  return gpu;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::int64_t square(std::int64_t x) {
+  return x * x;
+}
+
+// owner[g] = the task given step GPU g (n_gpus > n_tasks), or gpu_of[t] = the step GPU given
+// task t (n_tasks >= n_gpus); returned as the GPU lists of each task.
+std::vector<std::vector<int>> assign_gpus(const std::vector<StepGpu>& gpus,
+                                          const std::vector<CpuSet>& allowed, GpuChoice choice) {
+  const size_t n_tasks = allowed.size();
+  const size_t n_gpus = gpus.size();
+  std::vector<std::vector<int>> of_task(n_tasks);
+  if (n_gpus == 0) return of_task;
+
+  const bool many_tasks = n_tasks >= n_gpus;
+  // The side with more members is split into slots of the other: with more tasks than GPUs
+  // each GPU serves a fixed number of tasks; with more GPUs each task owns a fixed share.
+  const size_t rows = many_tasks ? n_tasks : n_gpus;
+  const size_t targets = many_tasks ? n_gpus : n_tasks;
+  std::vector<int> slot_target;
+  for (size_t k = 0; k < targets; ++k) {
+    const size_t share = rows / targets + (k < rows % targets ? 1 : 0);
+    slot_target.insert(slot_target.end(), share, static_cast<int>(k));
+  }
+  // The by-rank answer: round-robin tasks over GPUs, or contiguous GPU shares per task.
+  auto rank_target = [&](size_t row) -> int {
+    return many_tasks ? static_cast<int>(row % n_gpus) : slot_target[row];
+  };
+  auto overlap = [&](size_t row, int target) {
+    const size_t task = many_tasks ? row : static_cast<size_t>(target);
+    const size_t gpu = many_tasks ? static_cast<size_t>(target) : row;
+    return static_cast<std::int64_t>((allowed[task] & gpus[gpu].local).count());
+  };
+
+  std::vector<int> target_of(rows);
+  if (choice == GpuChoice::kRank || rows > kMaxAssignment) {
+    for (size_t r = 0; r < rows; ++r) target_of[r] = rank_target(r);
+  } else {
+    // Squared distance from the by-rank target keeps equally near choices in rank order; its
+    // largest possible total stays below one cpu of overlap.
+    const std::int64_t n = static_cast<std::int64_t>(std::max(rows, targets));
+    const std::int64_t weight = static_cast<std::int64_t>(rows) * n * n + 1;
+    std::vector<std::vector<std::int64_t>> cost(rows, std::vector<std::int64_t>(rows));
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t s = 0; s < rows; ++s) {
+        const int t = slot_target[s];
+        cost[r][s] = -overlap(r, t) * weight + square(t - rank_target(r));
+      }
+    }
+    const std::vector<int> slot_of = min_cost_assignment(cost);
+    for (size_t r = 0; r < rows; ++r) target_of[r] = slot_target[slot_of[r]];
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    if (many_tasks) {
+      of_task[r].push_back(target_of[r]);
+    } else {
+      of_task[target_of[r]].push_back(static_cast<int>(r));
+    }
+  }
+  for (auto& list : of_task) std::sort(list.begin(), list.end());
+  return of_task;
+}
+
+// NICs equally near a GPU (or, without one, a task's cpus), by index into Topology::nics.
+std::vector<int> nearest_nics(const Topology& topology, const std::vector<int>& usable,
+                              int gpu_index, const CpuSet& cpus) {
+  std::vector<int> best;
+  if (gpu_index >= 0 && static_cast<size_t>(gpu_index) < topology.gpu_nic.size()) {
+    const auto& row = topology.gpu_nic[gpu_index];
+    Distance nearest = Distance::kSYS;
+    for (int n : usable) nearest = std::min(nearest, row[n]);
+    for (int n : usable) {
+      if (row[n] == nearest) best.push_back(n);
+    }
+    return best;
+  }
+  int most = 0;
+  for (int n : usable) {
+    const std::string& local = topology.nics[n].cpuset;
+    const int shared = local.empty() ? 0 : (CpuSet::parse(local) & cpus).count();
+    if (shared > most) {
+      most = shared;
+      best.clear();
+    }
+    if (shared == most) best.push_back(n);
+  }
+  return best;
+}
+
+}  // namespace
+
+StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
+  if (request.local_tasks < 1) {
+    throw std::invalid_argument("local task count must be at least 1, got " +
+                                std::to_string(request.local_tasks));
+  }
+  const size_t n_tasks = static_cast<size_t>(request.local_tasks);
+  if (request.task_cpus.size() > n_tasks) {
+    throw std::invalid_argument("cpu lists for " + std::to_string(request.task_cpus.size()) +
+                                " tasks given, but the step has " + std::to_string(n_tasks) +
+                                " local tasks");
+  }
+  if (!request.cuda_names.empty() && request.cuda_names.size() != request.step_gpus.size()) {
+    throw std::invalid_argument("CUDA device names for " +
+                                std::to_string(request.cuda_names.size()) +
+                                " GPUs given, but the "
+                                "step has " +
+                                std::to_string(request.step_gpus.size()) + " GPUs");
+  }
+  const Policy& policy = request.policy;
+
+  std::vector<StepGpu> gpus;
+  for (size_t i = 0; i < request.step_gpus.size(); ++i) {
+    StepGpu gpu = resolve_gpu(topology, request.step_gpus[i]);
+    gpu.cuda_name = request.cuda_names.empty() ? gpu.id : request.cuda_names[i];
+    if (!all_digits(gpu.cuda_name) && !uuid_like(gpu.cuda_name)) {
+      throw std::invalid_argument("invalid CUDA device name '" + gpu.cuda_name +
+                                  "': expected an index or a UUID");
+    }
+    gpus.push_back(std::move(gpu));
+  }
+
+  const CpuSet node_cpus = CpuSet::parse(topology.cpuset);
+  std::vector<CpuSet> allowed;
+  for (size_t t = 0; t < n_tasks; ++t) {
+    const bool given = t < request.task_cpus.size() && !request.task_cpus[t].empty();
+    allowed.push_back(given ? CpuSet::parse(request.task_cpus[t]) : node_cpus);
+  }
+
+  std::vector<int> usable_nics;
+  for (size_t n = 0; n < topology.nics.size(); ++n) {
+    if (nic_allowed(policy, topology.nics[n].name)) usable_nics.push_back(static_cast<int>(n));
+  }
+
+  const std::vector<std::vector<int>> gpus_of = assign_gpus(gpus, allowed, policy.gpu_choice);
+  // How often each set of equally near NICs has been handed out: the next user gets the next
+  // one, so ranks sharing a set spread over it in local-rank order.
+  std::map<std::vector<int>, size_t> turns;
+
+  StepPlan plan;
+  plan.node_name = request.node_name;
+  plan.policy = policy;
+  for (size_t t = 0; t < n_tasks; ++t) {
+    TaskPlan task;
+    task.local_rank = static_cast<int>(t);
+    if (!policy.enabled) {
+      task.cpus = allowed[t].to_string();
+      plan.tasks.push_back(std::move(task));
+      continue;
+    }
+
+    CpuSet gpu_local;
+    std::vector<std::string> visible;
+    for (int g : gpus_of[t]) {
+      task.gpu_ids.push_back(gpus[g].id);
+      task.gpu_indices.push_back(gpus[g].index);
+      if (gpus[g].index >= 0) task.gpu_pci.push_back(topology.gpus[gpus[g].index].pci_bus_id);
+      gpu_local = gpu_local | gpus[g].local;
+      visible.push_back(gpus[g].cuda_name);
+    }
+    if (policy.visible_devices == VisibleDevices::kAll) visible.clear();
+    if (policy.visible_devices != VisibleDevices::kIsolate) {
+      for (size_t g = 0; g < gpus.size(); ++g) {
+        const bool own = std::find(gpus_of[t].begin(), gpus_of[t].end(), static_cast<int>(g)) !=
+                         gpus_of[t].end();
+        if (!own || policy.visible_devices == VisibleDevices::kAll) {
+          visible.push_back(gpus[g].cuda_name);
+        }
+      }
+    }
+    task.cuda_visible_devices = join(visible, ",");
+
+    const CpuSet near = gpu_local & allowed[t];
+    task.cpus = (policy.cpu_bind && !near.empty() ? near : allowed[t]).to_string();
+
+    std::vector<int> chosen;
+    auto take = [&](int gpu_index) {
+      const std::vector<int> candidates =
+          nearest_nics(topology, usable_nics, gpu_index, allowed[t]);
+      if (candidates.empty()) return;
+      const int nic = candidates[turns[candidates]++ % candidates.size()];
+      if (std::find(chosen.begin(), chosen.end(), nic) == chosen.end()) chosen.push_back(nic);
+    };
+    if (gpus_of[t].empty()) take(-1);
+    for (int g : gpus_of[t]) take(gpus[g].index);
+    for (int n : chosen) {
+      const Nic& nic = topology.nics[n];
+      task.nics.push_back(nic.name);
+      if (nic.efa) continue;
+      for (unsigned port : nic.ports)
+        task.nic_ports.push_back(nic.name + ":" + std::to_string(port));
+      if (task.netdev.empty() && !nic.netdevs.empty()) task.netdev = nic.netdevs.front();
+    }
+
+    auto& env = task.env;
+    if (!gpus.empty()) {
+      env["CUDA_VISIBLE_DEVICES"] = task.cuda_visible_devices;
+      env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+    }
+    if (policy.net_env) {
+      if (!task.nic_ports.empty()) {
+        env["NCCL_IB_HCA"] = "=" + join(task.nic_ports, ",");
+        env["UCX_NET_DEVICES"] = join(task.nic_ports, ",");
+      }
+      if (!policy.socket_ifname.empty()) {
+        env["NCCL_SOCKET_IFNAME"] = policy.socket_ifname;
+        if (policy.socket_ifname.find_first_of("^=") == std::string::npos) {
+          env["OMPI_MCA_btl_tcp_if_include"] = policy.socket_ifname;
+        }
+      } else if (!task.netdev.empty()) {
+        // NCCL matches interface names by prefix; "=" asks for exactly this one.
+        env["NCCL_SOCKET_IFNAME"] = "=" + task.netdev;
+        env["OMPI_MCA_btl_tcp_if_include"] = task.netdev;
+      }
+      if (!policy.gdr_level.empty()) env["NCCL_NET_GDR_LEVEL"] = policy.gdr_level;
+    }
+    env["RAILYARD_LOCAL_RANK"] = std::to_string(t);
+    if (!task.gpu_pci.empty()) env["RAILYARD_GPU_PCI"] = join(task.gpu_pci, ",");
+    if (!task.nics.empty()) env["RAILYARD_NIC"] = join(task.nics, ",");
+    env["RAILYARD_POLICY"] = describe(policy);
+    env["RAILYARD_CPUS"] = task.cpus;
+    plan.tasks.push_back(std::move(task));
+  }
+  return plan;
+}
+
+}  // namespace railyard

@@ -1,0 +1,305 @@
+// Reads a node's topology out of hwloc (live or XML) into plain data, and classifies the PCIe
+// path between every GPU and NIC.
+
+#include "railyard/topology.hpp"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace railyard {
+namespace {
+
+constexpr unsigned kNvidiaVendor = 0x10de;
+constexpr unsigned kAmazonVendor = 0x1d0f;  // EFA
+constexpr unsigned kClassVga = 0x0300;
+constexpr unsigned kClass3d = 0x0302;
+
+struct TopologyDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using TopologyHandle = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+
+TopologyHandle make_handle(const std::string& what) {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) {
+    throw std::runtime_error("railyard: cannot initialise hwloc for " + what + ": " +
+                             std::strerror(errno));
+  }
+  return TopologyHandle(raw);
+}
+
+std::string list_string(hwloc_const_bitmap_t bits) {
+  if (bits == nullptr || hwloc_bitmap_iszero(bits)) return "";
+  char* text = nullptr;
+  if (hwloc_bitmap_list_asprintf(&text, bits) < 0 || text == nullptr) return "";
+  std::string out(text);
+  std::free(text);
+  return out;
+}
+
+std::string pci_bus_id(hwloc_obj_t pci) {
+  const auto& a = pci->attr->pcidev;
+  char text[32];
+  std::snprintf(text, sizeof text, "%04x:%02x:%02x.%01x", static_cast<unsigned>(a.domain),
+                static_cast<unsigned>(a.bus), static_cast<unsigned>(a.dev),
+                static_cast<unsigned>(a.func));
+  return text;
+}
+
+const char* info(hwloc_obj_t obj, const char* name) {
+  return obj == nullptr ? nullptr : hwloc_obj_get_info_by_name(obj, name);
+}
+
+// The normal (CPU-side) object an I/O object hangs off: its cpuset is the device's locality.
+hwloc_obj_t locality(hwloc_topology_t topo, hwloc_obj_t obj) {
+  return hwloc_get_non_io_ancestor_obj(topo, obj);
+}
+
+int numa_of(hwloc_topology_t topo, hwloc_obj_t obj) {
+  hwloc_obj_t local = locality(topo, obj);
+  if (local == nullptr || local->nodeset == nullptr) return -1;
+  return hwloc_bitmap_first(local->nodeset);
+}
+
+std::string cpuset_of(hwloc_topology_t topo, hwloc_obj_t obj) {
+  hwloc_obj_t local = locality(topo, obj);
+  return local == nullptr ? "" : list_string(local->cpuset);
+}
+
+hwloc_obj_t pci_parent(hwloc_obj_t osdev) {
+  hwloc_obj_t parent = osdev->parent;
+  return parent != nullptr && parent->type == HWLOC_OBJ_PCI_DEVICE ? parent : nullptr;
+}
+
+bool is_ancestor(hwloc_obj_t maybe_ancestor, hwloc_obj_t obj) {
+  for (hwloc_obj_t p = obj->parent; p != nullptr; p = p->parent) {
+    if (p == maybe_ancestor) return true;
+  }
+  return false;
+}
+
+bool is_host_bridge(hwloc_obj_t obj) {
+  return obj->type == HWLOC_OBJ_BRIDGE && obj->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+}
+
+// The nvidia-smi classes from the PCI tree: the lowest bridge above both devices decides.
+// A PCIe switch appears in hwloc as an upstream-port bridge over downstream-port bridges, so
+// two devices whose paths meet with at most one bridge between each and the meeting point sit
+// behind one switch (PIX); deeper paths cross several switches (PXB).
+Distance classify(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b) {
+  if (a != nullptr && b != nullptr) {
+    int hops_a = 0;
+    for (hwloc_obj_t p = a->parent; p != nullptr && p->type == HWLOC_OBJ_BRIDGE;
+         p = p->parent, ++hops_a) {
+      if (!is_ancestor(p, b)) continue;
+      if (is_host_bridge(p)) return Distance::kPHB;
+      int hops_b = 0;
+      for (hwloc_obj_t q = b->parent; q != p; q = q->parent) ++hops_b;
+      return std::max(hops_a, hops_b) <= 1 ? Distance::kPIX : Distance::kPXB;
+    }
+  }
+  hwloc_obj_t la = a == nullptr ? nullptr : locality(topo, a);
+  hwloc_obj_t lb = b == nullptr ? nullptr : locality(topo, b);
+  if (la != nullptr && lb != nullptr && la->nodeset != nullptr && lb->nodeset != nullptr &&
+      hwloc_bitmap_intersects(la->nodeset, lb->nodeset)) {
+    return Distance::kNODE;
+  }
+  return Distance::kSYS;
+}
+
+// "mlx5_10" after "mlx5_9": digits compare as numbers.
+bool natural_less(const std::string& x, const std::string& y) {
+  size_t i = 0;
+  size_t j = 0;
+  while (i < x.size() && j < y.size()) {
+    if (std::isdigit(static_cast<unsigned char>(x[i])) &&
+        std::isdigit(static_cast<unsigned char>(y[j]))) {
+      size_t ie = i;
+      size_t je = j;
+      while (ie < x.size() && std::isdigit(static_cast<unsigned char>(x[ie]))) ++ie;
+      while (je < y.size() && std::isdigit(static_cast<unsigned char>(y[je]))) ++je;
+      const unsigned long nx = std::stoul(x.substr(i, std::min<size_t>(ie - i, 18)));
+      const unsigned long ny = std::stoul(y.substr(j, std::min<size_t>(je - j, 18)));
+      if (nx != ny) return nx < ny;
+      i = ie;
+      j = je;
+    } else {
+      if (x[i] != y[j]) return x[i] < y[j];
+      ++i;
+      ++j;
+    }
+  }
+  return x.size() - i < y.size() - j;
+}
+
+// Ports from hwloc's "Port<N>State" infos; active ones (state 4) when any is active. Without
+// state data, port 1, which every RDMA device has.
+std::vector<unsigned> ports_of(hwloc_obj_t osdev) {
+  std::vector<unsigned> all;
+  std::vector<unsigned> active;
+  for (unsigned i = 0; i < osdev->infos_count; ++i) {
+    unsigned port = 0;
+    char tail[16] = {0};
+    if (std::sscanf(osdev->infos[i].name, "Port%u%15s", &port, tail) == 2 &&
+        std::strcmp(tail, "State") == 0) {
+      all.push_back(port);
+      if (std::strcmp(osdev->infos[i].value, "4") == 0) active.push_back(port);
+    }
+  }
+  std::vector<unsigned>& chosen = active.empty() ? all : active;
+  if (chosen.empty()) chosen.push_back(1);
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+Topology read(hwloc_topology_t topo, const std::string& source) {
+  Topology t;
+  t.source = source;
+  t.cpuset = list_string(hwloc_get_root_obj(topo)->cpuset);
+
+  std::vector<hwloc_obj_t> gpu_objs;
+  for (hwloc_obj_t pci = hwloc_get_next_pcidev(topo, nullptr); pci != nullptr;
+       pci = hwloc_get_next_pcidev(topo, pci)) {
+    const auto& a = pci->attr->pcidev;
+    if (a.vendor_id == kNvidiaVendor && (a.class_id == kClassVga || a.class_id == kClass3d)) {
+      gpu_objs.push_back(pci);
+    }
+  }
+  auto bus_key = [](hwloc_obj_t o) {
+    const auto& a = o->attr->pcidev;
+    return std::make_tuple(a.domain, a.bus, a.dev, a.func);
+  };
+  std::sort(gpu_objs.begin(), gpu_objs.end(),
+            [&](hwloc_obj_t x, hwloc_obj_t y) { return bus_key(x) < bus_key(y); });
+  for (hwloc_obj_t pci : gpu_objs) {
+    Gpu g;
+    g.pci_bus_id = pci_bus_id(pci);
+    g.vendor_id = pci->attr->pcidev.vendor_id;
+    g.device_id = pci->attr->pcidev.device_id;
+    for (hwloc_obj_t child = pci->io_first_child; child != nullptr; child = child->next_sibling) {
+      if (child->type != HWLOC_OBJ_OS_DEVICE) continue;
+      if (g.name.empty() && info(child, "GPUModel") != nullptr) g.name = info(child, "GPUModel");
+      if (g.uuid.empty() && info(child, "NVIDIAUUID") != nullptr) {
+        g.uuid = info(child, "NVIDIAUUID");
+      }
+    }
+    if (g.name.empty() && info(pci, "PCIDevice") != nullptr) g.name = info(pci, "PCIDevice");
+    g.numa_node = numa_of(topo, pci);
+    g.cpuset = cpuset_of(topo, pci);
+    t.gpus.push_back(std::move(g));
+  }
+
+  std::vector<std::pair<Nic, hwloc_obj_t>> nics;
+  for (hwloc_obj_t os = hwloc_get_next_osdev(topo, nullptr); os != nullptr;
+       os = hwloc_get_next_osdev(topo, os)) {
+    hwloc_obj_t pci = pci_parent(os);
+    if (os->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && os->name != nullptr) {
+      NetInterface n;
+      n.name = os->name;
+      if (pci != nullptr) n.pci_bus_id = pci_bus_id(pci);
+      n.numa_node = numa_of(topo, os);
+      t.interfaces.push_back(std::move(n));
+    }
+    if (os->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS || os->name == nullptr) continue;
+    Nic nic;
+    nic.name = os->name;
+    nic.ports = ports_of(os);
+    if (pci != nullptr) {
+      nic.pci_bus_id = pci_bus_id(pci);
+      nic.efa = pci->attr->pcidev.vendor_id == kAmazonVendor;
+      // The netdev tied to the first usable port first, then the function's other netdevs.
+      for (int pass = 0; pass < 2; ++pass) {
+        for (hwloc_obj_t sib = pci->io_first_child; sib != nullptr; sib = sib->next_sibling) {
+          if (sib->type != HWLOC_OBJ_OS_DEVICE ||
+              sib->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK || sib->name == nullptr) {
+            continue;
+          }
+          const char* port = info(sib, "Port");
+          const bool on_port = port == nullptr || std::strtoul(port, nullptr, 10) == nic.ports[0];
+          if (on_port == (pass == 0)) nic.netdevs.emplace_back(sib->name);
+        }
+      }
+    }
+    nic.numa_node = numa_of(topo, os);
+    nic.cpuset = cpuset_of(topo, os);
+    nics.emplace_back(std::move(nic), pci != nullptr ? pci : os);
+  }
+  std::sort(nics.begin(), nics.end(),
+            [](const auto& x, const auto& y) { return natural_less(x.first.name, y.first.name); });
+
+  for (hwloc_obj_t numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr);
+       numa != nullptr; numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, numa)) {
+    t.numa_nodes.push_back(NumaNode{numa->os_index, list_string(numa->cpuset)});
+  }
+
+  t.gpu_nic.assign(gpu_objs.size(), {});
+  for (size_t g = 0; g < gpu_objs.size(); ++g) {
+    for (const auto& [nic, obj] : nics) {
+      const bool on_pci = obj->type == HWLOC_OBJ_PCI_DEVICE;
+      t.gpu_nic[g].push_back(on_pci ? classify(topo, gpu_objs[g], obj)
+                                    : classify(topo, gpu_objs[g], nullptr));
+    }
+  }
+  for (auto& entry : nics) t.nics.push_back(std::move(entry.first));
+  return t;
+}
+
+}  // namespace
+
+std::string_view to_string(Distance distance) {
+  switch (distance) {
+    case Distance::kPIX:
+      return "PIX";
+    case Distance::kPXB:
+      return "PXB";
+    case Distance::kPHB:
+      return "PHB";
+    case Distance::kNODE:
+      return "NODE";
+    case Distance::kSYS:
+      return "SYS";
+  }
+  return "SYS";
+}
+
+Topology load_topology_xml(const std::string& path) {
+  if (!std::ifstream(path).good()) {
+    throw std::runtime_error("railyard: cannot read topology XML '" + path +
+                             "': " + std::strerror(errno));
+  }
+  TopologyHandle topo = make_handle("'" + path + "'");
+  // Keep every bridge: the distance classes need the whole PCI tree the file describes.
+  hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
+  if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0) {
+    throw std::runtime_error("railyard: cannot use topology XML '" + path +
+                             "': " + std::strerror(errno));
+  }
+  if (hwloc_topology_load(topo.get()) != 0) {
+    throw std::runtime_error("railyard: topology XML '" + path +
+                             "' is not a valid hwloc XML file (make one with lstopo --of xml)");
+  }
+  return read(topo.get(), path);
+}
+
+Topology discover_topology() {
+  TopologyHandle topo = make_handle("this machine");
+  hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(topo.get()) != 0) {
+    throw std::runtime_error(std::string("railyard: hwloc cannot discover this machine: ") +
+                             std::strerror(errno));
+  }
+  return read(topo.get(), "live");
+}
+
+}  // namespace railyard
