@@ -1,0 +1,93 @@
+#include "railyard/step_env.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <stdexcept>
+
+namespace railyard {
+namespace {
+
+std::vector<std::string> split_list(const std::string& value) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t comma = value.find(',', start);
+    const std::string item = value.substr(start, comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool is_uuid(const std::string& name) {
+  return name.starts_with("GPU-") || name.starts_with("MIG-");
+}
+
+}  // namespace
+
+StepGpus step_gpus_from_env(const std::optional<std::string>& slurm_step_gpus,
+                            const std::optional<std::string>& slurm_job_gpus,
+                            const std::optional<std::string>& cuda_visible_devices) {
+  // "NoDevFiles" is what Slurm writes into CUDA_VISIBLE_DEVICES when a step has no GPUs.
+  std::vector<std::string> cuda;
+  if (cuda_visible_devices && *cuda_visible_devices != "NoDevFiles") {
+    cuda = split_list(*cuda_visible_devices);
+  }
+  const std::optional<std::string>& slurm = slurm_step_gpus ? slurm_step_gpus : slurm_job_gpus;
+  std::vector<std::string> indices = slurm ? split_list(*slurm) : std::vector<std::string>{};
+
+  StepGpus out;
+  if (!cuda.empty() && std::all_of(cuda.begin(), cuda.end(), is_uuid)) {
+    out.step_gpus = cuda;
+    out.cuda_names = cuda;
+  } else if (!indices.empty()) {
+    out.step_gpus = indices;
+    if (cuda.size() == indices.size()) out.cuda_names = cuda;
+  } else {
+    out.step_gpus = cuda;
+  }
+  return out;
+}
+
+std::vector<int> expand_cpu_list(std::string_view list) {
+  std::vector<int> cpus;
+  auto number = [&](std::string_view s) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0 || v > 1 << 20) {
+      throw std::invalid_argument("invalid cpu list '" + std::string(list) + "'");
+    }
+    return v;
+  };
+  size_t start = 0;
+  while (start < list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string_view range = list.substr(start, comma - start);
+    const size_t dash = range.find('-');
+    const int first = number(range.substr(0, dash));
+    const int last = dash == std::string_view::npos ? first : number(range.substr(dash + 1));
+    if (last < first) throw std::invalid_argument("invalid cpu list '" + std::string(list) + "'");
+    for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
+    start = comma + 1;
+  }
+  return cpus;
+}
+
+bool safe_env_name(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+bool safe_env_value(std::string_view value) {
+  return value.size() <= 4096 && std::all_of(value.begin(), value.end(),
+                                             [](unsigned char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+bool plugin_owned_env(std::string_view name) {
+  return name == "CUDA_VISIBLE_DEVICES" || name.starts_with("RAILYARD_");
+}
+
+}  // namespace railyard
