@@ -11,7 +11,8 @@ const TensorSpec& ParamLayout::add(std::string name, std::vector<int64_t> shape,
   size_t numel = 1;
   for (int64_t d : shape) {
     if (d <= 0) {
-      throw std::invalid_argument("ParamLayout: tensor '" + name + "' has a non-positive dimension");
+      throw std::invalid_argument("ParamLayout: tensor '" + name +
+                                  "' has a non-positive dimension");
     }
     numel *= static_cast<size_t>(d);
   }

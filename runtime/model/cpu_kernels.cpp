@@ -1,0 +1,309 @@
+#include "railyard/cpu_kernels.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace railyard::cpu {
+namespace {
+
+// Row-major C = alpha op(A) op(B) + beta C, dispatched on the scalar type.
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
+          const double* B, int ldb, double beta, double* C, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+constexpr double kLayerNormEps = 1e-5;
+
+}  // namespace
+
+template <typename T>
+void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn,
+                     int C) {
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < Tn; ++t) {
+      T* o = out + (static_cast<int64_t>(b) * Tn + t) * C;
+      const T* te = wte + static_cast<int64_t>(tokens[b * Tn + t]) * C;
+      const T* pe = wpe + static_cast<int64_t>(t) * C;
+      for (int c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+    }
+  }
+}
+
+template <typename T>
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn,
+                      int C) {
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < Tn; ++t) {
+      const T* d = dout + (static_cast<int64_t>(b) * Tn + t) * C;
+      T* te = dwte + static_cast<int64_t>(tokens[b * Tn + t]) * C;
+      T* pe = dwpe + static_cast<int64_t>(t) * C;
+      for (int c = 0; c < C; ++c) {
+        te[c] += d[c];
+        pe[c] += d[c];
+      }
+    }
+  }
+}
+
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N,
+                       int C) {
+  for (int i = 0; i < N; ++i) {
+    const T* x = inp + static_cast<int64_t>(i) * C;
+    T* o = out + static_cast<int64_t>(i) * C;
+    T m = 0;
+    for (int c = 0; c < C; ++c) m += x[c];
+    m /= C;
+    T var = 0;
+    for (int c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
+    var /= C;
+    const T s = T(1) / std::sqrt(var + T(kLayerNormEps));
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    mean[i] = m;
+    rstd[i] = s;
+  }
+}
+
+template <typename T>
+void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w,
+                        const T* mean, const T* rstd, int N, int C) {
+  for (int i = 0; i < N; ++i) {
+    const T* x = inp + static_cast<int64_t>(i) * C;
+    const T* d = dout + static_cast<int64_t>(i) * C;
+    T* dx = dinp + static_cast<int64_t>(i) * C;
+    const T m = mean[i];
+    const T s = rstd[i];
+    // dinp = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * w.
+    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int c = 0; c < C; ++c) {
+      const T norm = (x[c] - m) * s;
+      const T dnorm = w[c] * d[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean /= C;
+    dnorm_norm_mean /= C;
+    for (int c = 0; c < C; ++c) {
+      const T norm = (x[c] - m) * s;
+      const T dnorm = w[c] * d[c];
+      db[c] += d[c];
+      dw[c] += norm * d[c];
+      dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+    }
+  }
+}
+
+template <typename T>
+void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
+  T beta = 0;
+  if (bias != nullptr) {
+    for (int i = 0; i < N; ++i)
+      std::memcpy(out + static_cast<int64_t>(i) * OC, bias, OC * sizeof(T));
+    beta = 1;
+  }
+  gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, beta, out, OC);
+}
+
+template <typename T>
+void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N,
+                     int IC, int OC) {
+  if (dinp != nullptr) gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
+  gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
+  if (dbias != nullptr) {
+    for (int i = 0; i < N; ++i) {
+      const T* d = dout + static_cast<int64_t>(i) * OC;
+      for (int o = 0; o < OC; ++o) dbias[o] += d[o];
+    }
+  }
+}
+
+template <typename T>
+void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
+  const int hs = C / H;
+  const int ld = 3 * C;
+  const T scale = T(1) / std::sqrt(T(hs));
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      const T* q = qkv + static_cast<int64_t>(b) * Tn * ld + h * hs;
+      const T* k = q + C;
+      const T* v = q + 2 * C;
+      T* a = att + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
+      // Scores for the whole square (the upper triangle is overwritten below): one BLAS call
+      // beats T short dot-product loops even though half of it is discarded.
+      gemm(false, true, Tn, Tn, hs, scale, q, ld, k, ld, T(0), a, Tn);
+      for (int i = 0; i < Tn; ++i) {
+        T* row = a + static_cast<int64_t>(i) * Tn;
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
+        T sum = 0;
+        for (int j = 0; j <= i; ++j) {
+          row[j] = std::exp(row[j] - mx);
+          sum += row[j];
+        }
+        const T inv = T(1) / sum;
+        for (int j = 0; j <= i; ++j) row[j] *= inv;
+        for (int j = i + 1; j < Tn; ++j) row[j] = 0;
+      }
+      T* o = out + static_cast<int64_t>(b) * Tn * C + h * hs;
+      gemm(false, false, Tn, hs, Tn, T(1), a, Tn, v, ld, T(0), o, C);
+    }
+  }
+}
+
+template <typename T>
+void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B,
+                        int Tn, int C, int H) {
+  const int hs = C / H;
+  const int ld = 3 * C;
+  const T scale = T(1) / std::sqrt(T(hs));
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      const int64_t base = static_cast<int64_t>(b) * Tn * ld + h * hs;
+      const T* q = qkv + base;
+      const T* k = q + C;
+      const T* v = q + 2 * C;
+      T* dq = dqkv + base;
+      T* dk = dq + C;
+      T* dv = dq + 2 * C;
+      const T* a = att + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
+      const T* d = dout + static_cast<int64_t>(b) * Tn * C + h * hs;
+      // datt = dout V^T; dV += att^T dout.
+      gemm(false, true, Tn, Tn, hs, T(1), d, C, v, ld, T(0), scratch, Tn);
+      gemm(true, false, Tn, hs, Tn, T(1), a, Tn, d, C, T(1), dv, ld);
+      // Softmax backward in place: dpre = att * (datt - sum_j att * datt), causal part only.
+      for (int i = 0; i < Tn; ++i) {
+        const T* arow = a + static_cast<int64_t>(i) * Tn;
+        T* srow = scratch + static_cast<int64_t>(i) * Tn;
+        T dot = 0;
+        for (int j = 0; j <= i; ++j) dot += arow[j] * srow[j];
+        for (int j = 0; j <= i; ++j) srow[j] = arow[j] * (srow[j] - dot);
+        for (int j = i + 1; j < Tn; ++j) srow[j] = 0;
+      }
+      // pre = scale Q K^T: dQ += scale dpre K; dK += scale dpre^T Q.
+      gemm(false, false, Tn, hs, Tn, scale, scratch, Tn, k, ld, T(1), dq, ld);
+      gemm(true, false, Tn, hs, Tn, scale, scratch, Tn, q, ld, T(1), dk, ld);
+    }
+  }
+}
+
+namespace {
+template <typename T>
+constexpr T kGeluScale = T(0.7978845608028654);  // sqrt(2/pi)
+template <typename T>
+constexpr T kGeluCubic = T(0.044715);
+}  // namespace
+
+template <typename T>
+void gelu_forward(T* out, const T* inp, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    out[i] = T(0.5) * x * (T(1) + std::tanh(kGeluScale<T> * (x + kGeluCubic<T> * x * x * x)));
+  }
+}
+
+template <typename T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    const T th = std::tanh(kGeluScale<T> * (x + kGeluCubic<T> * x * x * x));
+    const T sech2 = T(1) - th * th;
+    const T grad = T(0.5) * (T(1) + th) +
+                   T(0.5) * x * sech2 * kGeluScale<T> * (T(1) + T(3) * kGeluCubic<T> * x * x);
+    dinp[i] += grad * dout[i];
+  }
+}
+
+template <typename T>
+void residual_forward(T* out, const T* a, const T* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void residual_backward(T* da, T* db, const T* dout, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    da[i] += dout[i];
+    db[i] += dout[i];
+  }
+}
+
+template <typename T>
+int softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const int32_t* targets,
+                                 int N, int V, int Vp) {
+  int counted = 0;
+  for (int i = 0; i < N; ++i) {
+    const T* z = logits + static_cast<int64_t>(i) * Vp;
+    T* p = probs + static_cast<int64_t>(i) * Vp;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int v = 0; v < V; ++v) mx = std::max(mx, z[v]);
+    const int tgt = targets[i];
+    // The target's logit is read before p (which may alias z) is overwritten.
+    const T zt = tgt >= 0 ? z[tgt] : T(0);
+    T sum = 0;
+    for (int v = 0; v < V; ++v) {
+      p[v] = std::exp(z[v] - mx);
+      sum += p[v];
+    }
+    const T inv = T(1) / sum;
+    for (int v = 0; v < V; ++v) p[v] *= inv;
+    for (int v = V; v < Vp; ++v) p[v] = 0;
+    if (tgt >= 0) {
+      // log-sum-exp form: stays finite where the target's probability underflows.
+      losses[i] = std::log(sum) + mx - zt;
+      ++counted;
+    } else {
+      losses[i] = 0;
+    }
+  }
+  return counted;
+}
+
+template <typename T>
+void softmax_crossentropy_backward(T* dlogits, const T* probs, const T* dlosses,
+                                   const int32_t* targets, int N, int V, int Vp) {
+  for (int i = 0; i < N; ++i) {
+    const T* p = probs + static_cast<int64_t>(i) * Vp;
+    T* dz = dlogits + static_cast<int64_t>(i) * Vp;
+    const int tgt = targets[i];
+    if (tgt < 0) {
+      for (int v = 0; v < Vp; ++v) dz[v] = 0;
+      continue;
+    }
+    const T dl = dlosses[i];
+    for (int v = 0; v < V; ++v) dz[v] = dl * (p[v] - (v == tgt ? T(1) : T(0)));
+    for (int v = V; v < Vp; ++v) dz[v] = 0;
+  }
+}
+
+#define RAILYARD_INSTANTIATE(T)                                                                    \
+  template void encoder_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int);         \
+  template void encoder_backward<T>(T*, T*, const T*, const int32_t*, int, int, int);              \
+  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int);          \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,          \
+                                      const T*, int, int);                                         \
+  template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                \
+  template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);       \
+  template void attention_forward<T>(T*, T*, const T*, int, int, int, int);                        \
+  template void attention_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);   \
+  template void gelu_forward<T>(T*, const T*, int64_t);                                            \
+  template void gelu_backward<T>(T*, const T*, const T*, int64_t);                                 \
+  template void residual_forward<T>(T*, const T*, const T*, int64_t);                              \
+  template void residual_backward<T>(T*, T*, const T*, int64_t);                                   \
+  template int softmax_crossentropy_forward<T>(T*, T*, const T*, const int32_t*, int, int, int);   \
+  template void softmax_crossentropy_backward<T>(T*, const T*, const T*, const int32_t*, int, int, \
+                                                 int);
+
+RAILYARD_INSTANTIATE(float)
+RAILYARD_INSTANTIATE(double)
+#undef RAILYARD_INSTANTIATE
+
+}  // namespace railyard::cpu
