@@ -1,0 +1,68 @@
+#pragma once
+// A run's JSON-lines log (railyard-train --log-json) read back for reports: one object per
+// line with "type" step, eval, checkpoint or run (the TrainObserver events, field for field).
+// A run that is resumed appends to the same file or writes another; either way the log is cut
+// into segments, one per process lifetime, at each "start"/"resume" event and at each file.
+
+#include <cstdint>
+#include <istream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace railyard {
+
+// Bad input; what() is "FILE:LINE: what is wrong".
+class RunLogError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RunLogStep {
+  int64_t step = 0;
+  double time = 0;  // unix seconds; 0 when the line has none
+  double loss = 0;  // NaN where the log has null (a diverged step)
+  double tokens_per_s = 0;
+  double step_seconds = 0;
+};
+
+struct RunLogSegment {
+  std::string origin;        // "FILE:LINE" of its first line
+  std::string kind;          // "start", "resume", or "continued" (a file without either)
+  int64_t resumed_from = 0;  // the checkpoint step of a "resume"
+  std::vector<RunLogStep> steps;
+};
+
+enum class RunMarkKind { kCheckpoint, kSignal, kRequeue, kResume, kStart, kStop, kFinish };
+
+struct RunLogMark {
+  RunMarkKind kind;
+  int64_t step = 0;
+  double time = 0;
+  std::string detail;  // signal name, checkpoint reason and size, ...
+  size_t segment = 0;
+};
+
+struct RunLogEval {
+  int64_t step = 0;
+  double val_loss = 0;
+  size_t segment = 0;
+};
+
+struct RunLog {
+  std::vector<std::string> files;
+  std::vector<RunLogSegment> segments;
+  std::vector<RunLogMark> marks;
+  std::vector<RunLogEval> evals;
+};
+
+// Appends one file's lines, `name` naming it in errors. Blank lines and lines of unknown types
+// are skipped (newer trainers may log more); malformed JSON, a line without "type", and a
+// missing or mistyped field of a known type throw RunLogError.
+void append_run_log(RunLog& log, std::istream& in, const std::string& name);
+// Reads the files in the order given; throws RunLogError for a missing file too.
+RunLog read_run_logs(const std::vector<std::string>& paths);
+
+const char* mark_kind_name(RunMarkKind kind);
+
+}  // namespace railyard

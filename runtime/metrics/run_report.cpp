@@ -1,0 +1,433 @@
+#include "railyard/run_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+
+namespace railyard {
+namespace {
+
+constexpr double kWidth = 1100, kLeft = 80, kRight = 30, kLegend = 46, kPanelHeight = 270,
+                 kPanelGap = 56;
+constexpr size_t kMaxPoints = 3000;  // per polyline; longer runs are thinned evenly
+// Segment colours avoid the marker colours (green, red, orange, purple).
+const char* const kSegmentColors[] = {"#1f77b4", "#17becf", "#8c564b", "#e377c2",
+                                      "#7f7f7f", "#bcbd22", "#393b79"};
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string num(double v, int decimals = 1) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, v);
+  return buffer;
+}
+
+// Tick labels: 3 significant digits, with k/M for throughput-sized numbers.
+std::string tick_label(double v) {
+  char buffer[48];
+  const double a = std::fabs(v);
+  if (a >= 1e6) {
+    std::snprintf(buffer, sizeof buffer, "%.3gM", v / 1e6);
+  } else if (a >= 1e4) {
+    std::snprintf(buffer, sizeof buffer, "%.3gk", v / 1e3);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.3g", v);
+  }
+  return buffer;
+}
+
+// About `count` round ticks (1, 2, 5 times a power of ten) covering [lo, hi].
+std::vector<double> ticks(double lo, double hi, int count) {
+  const double raw = (hi - lo) / count;
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = power;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * power;
+    if (raw <= step) break;
+  }
+  std::vector<double> out;
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
+    out.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
+  }
+  return out;
+}
+
+struct Analysis {
+  int64_t x_min = 0, x_max = 1;
+  double loss_lo = 0, loss_hi = 1, tps_hi = 1;
+  // Per segment: steps above this were redone by a later segment (a resume from an older
+  // checkpoint), so their work was lost.
+  std::vector<int64_t> redone_above;
+  size_t steps = 0, redone_steps = 0;
+  double redone_seconds = 0;
+};
+
+Analysis analyse(const RunLog& log) {
+  Analysis a;
+  a.redone_above.assign(log.segments.size(), std::numeric_limits<int64_t>::max());
+  int64_t restart = std::numeric_limits<int64_t>::max();
+  for (size_t i = log.segments.size(); i-- > 0;) {
+    a.redone_above[i] = restart;
+    const RunLogSegment& s = log.segments[i];
+    if (!s.steps.empty()) {
+      restart = std::min(restart, s.steps.front().step - 1);
+    } else if (s.kind == "resume") {
+      restart = std::min(restart, s.resumed_from);
+    }
+  }
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, tps = 0;
+  int64_t x_min = std::numeric_limits<int64_t>::max(), x_max = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < log.segments.size(); ++i) {
+    for (const RunLogStep& s : log.segments[i].steps) {
+      ++a.steps;
+      x_min = std::min(x_min, s.step);
+      x_max = std::max(x_max, s.step);
+      if (std::isfinite(s.loss)) {
+        lo = std::min(lo, s.loss);
+        hi = std::max(hi, s.loss);
+      }
+      if (std::isfinite(s.tokens_per_s)) tps = std::max(tps, s.tokens_per_s);
+      if (s.step > a.redone_above[i]) {
+        ++a.redone_steps;
+        a.redone_seconds += s.step_seconds;
+      }
+    }
+  }
+  if (a.steps == 0) {
+    throw RunLogError((log.files.empty() ? std::string("run log") : log.files.front()) +
+                      ": no step records to chart (is this a railyard-train --log-json file?)");
+  }
+  for (const RunLogEval& e : log.evals) {
+    if (std::isfinite(e.val_loss)) {
+      lo = std::min(lo, e.val_loss);
+      hi = std::max(hi, e.val_loss);
+    }
+  }
+  x_min = std::min<int64_t>(x_min, 0);
+  a.x_min = x_min;
+  a.x_max = x_max > x_min ? x_max : x_min + 1;
+  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  const double pad = hi > lo ? 0.05 * (hi - lo) : 0.5;
+  a.loss_lo = lo - pad;
+  a.loss_hi = hi + pad;
+  a.tps_hi = tps > 0 ? tps * 1.08 : 1;
+  return a;
+}
+
+struct Panel {
+  const char* name;  // data-series of its lines
+  const char* title;
+  double top, lo, hi;
+  double (*value)(const RunLogStep&);
+};
+
+class SvgWriter {
+ public:
+  SvgWriter(const RunLog& log, const Analysis& a) : log_(log), a_(a) {}
+
+  std::string render() {
+    const Panel panels[] = {
+        {"loss", "training loss (dots: validation loss)", kLegend + 20, a_.loss_lo, a_.loss_hi,
+         [](const RunLogStep& s) { return s.loss; }},
+        {"throughput", "throughput, tokens/s (all ranks)", kLegend + 20 + kPanelHeight + kPanelGap,
+         0, a_.tps_hi, [](const RunLogStep& s) { return s.tokens_per_s; }}};
+    const double height = panels[1].top + kPanelHeight + 44;
+    out_ += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth, 0) + "\" height=\"" +
+            num(height, 0) + "\" viewBox=\"0 0 " + num(kWidth, 0) + ' ' + num(height, 0) +
+            "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+    out_ += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+    legend();
+    for (const Panel& p : panels) frame(p);
+    marks(panels[0], panels[1]);
+    for (const Panel& p : panels) series(p);
+    evals(panels[0]);
+    out_ += "</svg>\n";
+    return out_;
+  }
+
+ private:
+  double plot_width() const { return kWidth - kLeft - kRight; }
+  double x(int64_t step) const {
+    return kLeft + plot_width() * static_cast<double>(step - a_.x_min) /
+                       static_cast<double>(a_.x_max - a_.x_min);
+  }
+  static double y(const Panel& p, double v) {
+    const double clamped = std::clamp(v, p.lo, p.hi);
+    return p.top + kPanelHeight * (1.0 - (clamped - p.lo) / (p.hi - p.lo));
+  }
+  static const char* color(size_t segment) {
+    return kSegmentColors[segment % (sizeof kSegmentColors / sizeof kSegmentColors[0])];
+  }
+
+  void legend() {
+    double cx = kLeft;
+    const auto item = [&](const std::string& swatch, const std::string& label) {
+      out_ += "<g transform=\"translate(" + num(cx) + ",22)\">" + swatch +
+              "<text x=\"26\" y=\"4\">" + escape(label) + "</text></g>\n";
+      cx += 40 + 7.0 * static_cast<double>(label.size());
+    };
+    size_t shown = 0;
+    for (size_t i = 0; i < log_.segments.size(); ++i) {
+      const RunLogSegment& s = log_.segments[i];
+      if (s.steps.empty()) continue;
+      std::string label = "run " + std::to_string(++shown);
+      if (s.kind == "resume") label += " (resumed at " + std::to_string(s.resumed_from) + ")";
+      item(std::string("<line x1=\"0\" x2=\"20\" stroke=\"") + color(i) + "\" stroke-width=\"2\"/>",
+           label);
+    }
+    if (a_.redone_steps > 0) {
+      item("<line x1=\"0\" x2=\"20\" stroke=\"#888\" stroke-width=\"2\" stroke-dasharray=\"4 3\"/>",
+           "redone after resume");
+    }
+    item(mark_line("checkpoint", 10, -7, 7), "checkpoint");
+    item(mark_line("signal", 10, -7, 7), "signal");
+    item(mark_line("requeue", 10, -7, 7), "requeue");
+    item(mark_line("resume", 10, -7, 7), "resume");
+  }
+
+  static std::string mark_line(const std::string& kind, double px, double y1, double y2) {
+    std::string style;
+    if (kind == "checkpoint") {
+      style = "stroke=\"#2ca02c\" stroke-opacity=\"0.55\"";
+    } else if (kind == "signal") {
+      style = "stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"";
+    } else if (kind == "requeue") {
+      style = "stroke=\"#ff7f0e\" stroke-width=\"1.5\" stroke-dasharray=\"2 2\"";
+    } else {
+      style = "stroke=\"#9467bd\" stroke-width=\"2\"";
+    }
+    return "<line x1=\"" + num(px) + "\" x2=\"" + num(px) + "\" y1=\"" + num(y1) + "\" y2=\"" +
+           num(y2) + "\" " + style + "/>";
+  }
+
+  void frame(const Panel& p) {
+    const double bottom = p.top + kPanelHeight;
+    out_ += "<g class=\"frame\" data-panel=\"" + std::string(p.name) + "\">\n";
+    out_ += "<text x=\"" + num(kLeft) + "\" y=\"" + num(p.top - 6) + "\" font-weight=\"bold\">" +
+            escape(p.title) + "</text>\n";
+    for (double t : ticks(p.lo, p.hi, 5)) {
+      const double ty = y(p, t);
+      out_ += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kWidth - kRight) + "\" y1=\"" +
+              num(ty) + "\" y2=\"" + num(ty) + "\" stroke=\"#e6e6e6\"/>";
+      out_ += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(ty + 4) +
+              "\" text-anchor=\"end\" fill=\"#444\">" + tick_label(t) + "</text>\n";
+    }
+    for (double t : ticks(static_cast<double>(a_.x_min), static_cast<double>(a_.x_max), 10)) {
+      const double tx = x(static_cast<int64_t>(std::llround(t)));
+      out_ += "<line x1=\"" + num(tx) + "\" x2=\"" + num(tx) + "\" y1=\"" + num(bottom) +
+              "\" y2=\"" + num(bottom + 4) + "\" stroke=\"#444\"/>";
+      out_ += "<text x=\"" + num(tx) + "\" y=\"" + num(bottom + 17) +
+              "\" text-anchor=\"middle\" fill=\"#444\">" + tick_label(t) + "</text>\n";
+    }
+    out_ += "<text x=\"" + num(kLeft + plot_width() / 2) + "\" y=\"" + num(bottom + 33) +
+            "\" text-anchor=\"middle\" fill=\"#444\">step</text>\n";
+    out_ += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(p.top) + "\" width=\"" + num(plot_width()) +
+            "\" height=\"" + num(kPanelHeight) + "\" fill=\"none\" stroke=\"#999\"/>\n</g>\n";
+  }
+
+  void marks(const Panel& top, const Panel& bottom) {
+    for (const RunLogMark& m : log_.marks) {
+      if (m.kind != RunMarkKind::kCheckpoint && m.kind != RunMarkKind::kSignal &&
+          m.kind != RunMarkKind::kRequeue && m.kind != RunMarkKind::kResume) {
+        continue;
+      }
+      const std::string kind = mark_kind_name(m.kind);
+      const double px = x(m.step);
+      out_ += "<g class=\"mark\" data-mark=\"" + kind + "\" data-step=\"" + std::to_string(m.step) +
+              "\"><title>" +
+              escape(kind + " at step " + std::to_string(m.step) +
+                     (m.detail.empty() ? "" : ": " + m.detail)) +
+              "</title>";
+      for (const Panel* p : {&top, &bottom}) {
+        out_ += mark_line(kind, px, p->top, p->top + kPanelHeight);
+      }
+      if (m.kind != RunMarkKind::kCheckpoint) {
+        std::string label = kind;
+        if (m.kind == RunMarkKind::kSignal && !m.detail.empty()) label += ' ' + m.detail;
+        if (m.kind == RunMarkKind::kResume) label += " @" + std::to_string(m.step);
+        out_ += "<text transform=\"translate(" + num(px + 4) + "," + num(top.top + 8) +
+                ") rotate(90)\" font-size=\"11\" fill=\"#333\">" + escape(label) + "</text>";
+      }
+      out_ += "</g>\n";
+    }
+  }
+
+  void polyline(const Panel& p, size_t segment, const std::vector<const RunLogStep*>& points,
+                bool redone) {
+    if (points.empty()) return;
+    const size_t stride = (points.size() + kMaxPoints - 1) / kMaxPoints;
+    std::string coords;
+    for (size_t i = 0; i < points.size(); ++i) {
+      if (i % stride != 0 && i + 1 != points.size()) continue;
+      const double v = p.value(*points[i]);
+      if (!std::isfinite(v)) continue;  // a diverged step leaves a gap in the loss
+      coords += num(x(points[i]->step)) + ',' + num(y(p, v)) + ' ';
+    }
+    out_ += "<polyline class=\"series\" data-series=\"" + std::string(p.name) +
+            "\" data-segment=\"" + std::to_string(segment) + "\" data-part=\"" +
+            (redone ? "redone" : "kept") + "\" data-points=\"" + std::to_string(points.size()) +
+            "\" fill=\"none\" stroke=\"" + color(segment) + "\" stroke-width=\"1.6\"" +
+            (redone ? " stroke-dasharray=\"4 3\" stroke-opacity=\"0.6\"" : "") +
+            " stroke-linejoin=\"round\" points=\"" + coords + "\"/>\n";
+  }
+
+  void series(const Panel& p) {
+    for (size_t i = 0; i < log_.segments.size(); ++i) {
+      std::vector<const RunLogStep*> kept, redone;
+      for (const RunLogStep& s : log_.segments[i].steps) {
+        (s.step > a_.redone_above[i] ? redone : kept).push_back(&s);
+      }
+      // The redone part starts at the last kept point so the line stays connected.
+      if (!kept.empty() && !redone.empty()) redone.insert(redone.begin(), kept.back());
+      polyline(p, i, kept, false);
+      polyline(p, i, redone, true);
+    }
+  }
+
+  void evals(const Panel& p) {
+    for (const RunLogEval& e : log_.evals) {
+      if (!std::isfinite(e.val_loss)) continue;
+      out_ += "<circle data-series=\"val_loss\" cx=\"" + num(x(e.step)) + "\" cy=\"" +
+              num(y(p, e.val_loss)) + "\" r=\"3.5\" fill=\"#ff7f0e\" stroke=\"#fff\"><title>" +
+              "validation loss " + num(e.val_loss, 4) + " at step " + std::to_string(e.step) +
+              "</title></circle>\n";
+    }
+  }
+
+  const RunLog& log_;
+  const Analysis& a_;
+  std::string out_;
+};
+
+std::string utc(double unix_seconds) {
+  if (unix_seconds <= 0) return "";
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &tm);
+  return buffer;
+}
+
+std::string duration(double seconds) {
+  char buffer[48];
+  if (seconds >= 3600) {
+    std::snprintf(buffer, sizeof buffer, "%.0f h %02.0f min", std::floor(seconds / 3600),
+                  std::floor(std::fmod(seconds, 3600) / 60));
+  } else if (seconds >= 60) {
+    std::snprintf(buffer, sizeof buffer, "%.0f min %02.0f s", std::floor(seconds / 60),
+                  std::fmod(seconds, 60));
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f s", seconds);
+  }
+  return buffer;
+}
+
+std::string summary(const RunLog& log, const Analysis& a) {
+  const RunLogStep* last = nullptr;
+  double best = std::numeric_limits<double>::infinity(), first_time = 0, last_time = 0;
+  std::vector<double> throughput;
+  for (size_t i = 0; i < log.segments.size(); ++i) {
+    for (const RunLogStep& s : log.segments[i].steps) {
+      if (s.time > 0 && (first_time == 0 || s.time < first_time)) first_time = s.time;
+      last_time = std::max(last_time, s.time);
+      if (s.step > a.redone_above[i]) continue;
+      last = &s;
+      if (std::isfinite(s.loss)) best = std::min(best, s.loss);
+      throughput.push_back(s.tokens_per_s);
+    }
+  }
+  std::sort(throughput.begin(), throughput.end());
+  size_t runs = 0, checkpoints = 0, signals = 0, requeues = 0;
+  for (const RunLogSegment& s : log.segments) runs += s.steps.empty() ? 0 : 1;
+  for (const RunLogMark& m : log.marks) {
+    checkpoints += m.kind == RunMarkKind::kCheckpoint;
+    signals += m.kind == RunMarkKind::kSignal;
+    requeues += m.kind == RunMarkKind::kRequeue;
+  }
+  std::string rows;
+  const auto row = [&](const std::string& k, const std::string& v) {
+    rows += "<tr><th>" + escape(k) + "</th><td>" + escape(v) + "</td></tr>\n";
+  };
+  row("last step", last ? std::to_string(last->step) : "-");
+  row("final loss", last ? num(last->loss, 4) : "-");
+  row("best loss", std::isfinite(best) ? num(best, 4) : "-");
+  row("median throughput",
+      throughput.empty() ? "-" : tick_label(throughput[throughput.size() / 2]) + " tokens/s");
+  row("process runs",
+      std::to_string(runs) + (runs > 1 ? " (" + std::to_string(runs - 1) + " resumed)" : ""));
+  row("checkpoints", std::to_string(checkpoints));
+  row("signals / requeues", std::to_string(signals) + " / " + std::to_string(requeues));
+  row("steps redone after resumes",
+      std::to_string(a.redone_steps) + " (" + duration(a.redone_seconds) + " of training lost)");
+  if (first_time > 0) {
+    row("first / last step", utc(first_time) + " / " + utc(last_time) + " UTC (" +
+                                 duration(last_time - first_time) + ")");
+  }
+  return "<table class=\"summary\">\n" + rows + "</table>\n";
+}
+
+std::string events(const RunLog& log) {
+  std::string rows;
+  for (const RunLogMark& m : log.marks) {
+    rows += "<tr class=\"event-" + std::string(mark_kind_name(m.kind)) + "\"><td>" +
+            std::to_string(m.segment + 1) + "</td><td>" + utc(m.time) + "</td><td>" +
+            std::to_string(m.step) + "</td><td>" + mark_kind_name(m.kind) + "</td><td>" +
+            escape(m.detail) + "</td></tr>\n";
+  }
+  return "<table class=\"events\">\n<tr><th>run</th><th>time (UTC)</th><th>step</th>"
+         "<th>event</th><th>detail</th></tr>\n" +
+         rows + "</table>\n";
+}
+
+}  // namespace
+
+std::string render_report_svg(const RunLog& log) {
+  const Analysis a = analyse(log);
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + SvgWriter(log, a).render();
+}
+
+std::string render_report_html(const RunLog& log, const std::string& title) {
+  const Analysis a = analyse(log);
+  std::string files;
+  for (const std::string& f : log.files) files += (files.empty() ? "" : ", ") + escape(f);
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
+         escape(title) +
+         "</title>\n<style>\n"
+         "body{font-family:sans-serif;margin:24px;color:#222;max-width:1140px}\n"
+         "h1{font-size:20px;margin:0 0 4px}\n.files{color:#666;font-size:13px;margin-bottom:14px}\n"
+         "table{border-collapse:collapse;font-size:13px;margin:10px 0}\n"
+         "th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\n"
+         ".summary th{background:#f5f5f5;font-weight:normal;width:220px}\n"
+         ".events th{background:#f5f5f5}\n.event-signal td,.event-requeue td{color:#b22}\n"
+         ".event-resume td{color:#639}\n"
+         "</style>\n</head>\n<body>\n<h1>" +
+         escape(title) + "</h1>\n<div class=\"files\">from " + files + "</div>\n" +
+         summary(log, a) + SvgWriter(log, a).render() + "<h2>Events</h2>\n" + events(log) +
+         "</body>\n</html>\n";
+}
+
+}  // namespace railyard
