@@ -282,8 +282,8 @@ Topology load_topology_xml(const std::string& path) {
   // Keep every bridge: the distance classes need the whole PCI tree the file describes.
   hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
   if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0) {
-    throw std::runtime_error("railyard: cannot use topology XML '" + path +
-                             "': " + std::strerror(errno));
+    throw std::runtime_error("railyard: topology XML '" + path +
+                             "' is not a valid hwloc XML file (make one with lstopo --of xml)");
   }
   if (hwloc_topology_load(topo.get()) != 0) {
     throw std::runtime_error("railyard: topology XML '" + path +
