@@ -14,7 +14,7 @@ namespace {
 // Parses a non-negative decimal field of at most 6 digits (versions never need more; the bound
 // keeps overflow out of the question).
 std::optional<int> parse_field(std::string_view s) {
-  if (s.empty() || s.size() > 6) return std::nullopt;
+  if (s.empty() || s.size() > 6 || s.front() < '0' || s.front() > '9') return std::nullopt;
   int value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;

@@ -129,6 +129,8 @@ T item(spank_t sp, spank_item_t what, const char* name) {
   return value;
 }
 
+// Slurm's node name where the environment has it, else the host name (the same on most
+// clusters; user_init runs before Slurm sets SLURMD_NODENAME for the tasks).
 std::string node_name(spank_t sp) {
   if (auto name = job_env(sp, "SLURMD_NODENAME"); name && !name->empty()) return *name;
   char host[256] = {};
@@ -231,6 +233,20 @@ int apply_task(spank_t sp) {
   railyard::TaskPlan applied = s.plan->tasks[task];
   const railyard::Policy& policy = s.plan->policy;
 
+  if (policy.cpu_bind && !applied.cpus.empty()) {
+    // Slurm's allocation is the outer bound: the planned cpus are narrowed to it, and when
+    // they lie wholly outside it the task keeps what Slurm gave it.
+    const railyard::CpuSet allowed = current_affinity();
+    const railyard::CpuSet wanted = railyard::CpuSet::parse(applied.cpus) & allowed;
+    if (!wanted.empty()) {
+      set_affinity(wanted);
+      applied.cpus = wanted.to_string();
+    } else {
+      applied.cpus = allowed.to_string();
+    }
+    if (applied.env.contains("RAILYARD_CPUS")) applied.env["RAILYARD_CPUS"] = applied.cpus;
+  }
+
   std::string kept;
   for (const auto& [name, value] : applied.env) {
     if (!railyard::safe_env_name(name) || !railyard::safe_env_value(value)) {
@@ -245,20 +261,11 @@ int apply_task(spank_t sp) {
     }
   }
 
-  if (policy.cpu_bind && !applied.cpus.empty()) {
-    // Slurm's allocation is the outer bound: the planned cpus are narrowed to it, and when
-    // they lie wholly outside it the task keeps what Slurm gave it.
-    const railyard::CpuSet allowed = current_affinity();
-    const railyard::CpuSet wanted = railyard::CpuSet::parse(applied.cpus) & allowed;
-    if (!wanted.empty()) {
-      set_affinity(wanted);
-      applied.cpus = wanted.to_string();
-    } else {
-      applied.cpus = allowed.to_string();
-    }
-  }
-
   if (policy.verbose) {
+    // Slurm's name for the node is in the task's environment only from task_init on.
+    if (auto name = job_env(sp, "SLURMD_NODENAME"); name && !name->empty()) {
+      s.plan->node_name = *name;
+    }
     std::string line = railyard::format_task_report(*s.plan, applied);
     if (!kept.empty()) line += " kept=" + kept;
     std::fprintf(stderr, "%s\n", line.c_str());
