@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "railyard/adamw.hpp"  // AdamWParams
 #include "railyard/gpt_config.hpp"
 #include "railyard/param_layout.hpp"
 #include "railyard/train_state.hpp"
@@ -16,22 +17,16 @@ namespace railyard {
 
 class Communicator;
 
-struct AdamWParams {
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.1f;
-  float clip = 1.0f;  // global-norm clip; <= 0 disables
-};
-
 struct EngineOptions {
-  std::string device = "cpu";      // "cpu" or "cuda"
+  std::string device = "cpu";      // "cpu", "cuda" or "auto"
   std::string precision = "fp32";  // "fp32" or "bf16" (CUDA only)
   int zero_stage = 0;              // 0 or 1
   bool recompute = false;
-  bool reduce_bf16 = false;        // all-reduce gradients in bf16 (CUDA only)
-  int micro_batch = 1;             // B, for the allocation plan
-  int seq = 1;                     // T
+  bool reduce_bf16 = false;  // all-reduce gradients in bf16 (CUDA only)
+  int micro_batch = 1;       // B, for the allocation plan
+  int seq = 1;               // T
+  int cpu_threads = 0;       // BLAS threads on CPU; 0: this rank's CPUs (affinity mask,
+                             // shared by the local ranks when they are not bound)
 };
 
 class Engine {
@@ -66,6 +61,8 @@ class Engine {
 };
 
 // Makes the engine for opts.device; parameters are initialised with gpt_init_params(seed).
+// "auto" picks cuda where the build has CUDA and a GPU is usable, else cpu (then in fp32,
+// without the GPU-only options); describe() tells which.
 // Throws std::runtime_error when the device is unavailable (e.g. "cuda" without a GPU or in a
 // build without CUDA), naming the fix.
 std::unique_ptr<Engine> make_engine(const GptConfig& cfg, const EngineOptions& opts,
