@@ -74,6 +74,10 @@ struct TrainConfig {
 // value. Throws UsageError.
 TrainConfig parse_train_config(int argc, const char* const argv[]);
 
+// The names of every option, without dashes ("grad-accum"); RAILYARD_GRAD_ACCUM is the
+// environment variable of "grad-accum", other RAILYARD_* variables are not options.
+std::vector<std::string> train_option_names();
+
 // The --help text: usage, every option with its default, the sources and their precedence.
 std::string train_config_help();
 

@@ -182,6 +182,18 @@ void validate(TrainConfig& c, const po::variables_map& vm) {
   const std::string rq = vm["requeue"].as<std::string>();
   one_of(rq, "requeue", {"on", "off"});
   c.requeue = rq == "on";
+  if (c.device == "cpu") {
+    // The CPU engine computes in fp32 and has none of the GPU memory options; bf16 is only the
+    // default for GPUs, so an explicit request is an error, the default is not.
+    if (!vm["precision"].defaulted() && c.precision != "fp32") {
+      throw UsageError("--precision " + c.precision +
+                       " needs --device cuda (the CPU computes in fp32)");
+    }
+    c.precision = "fp32";
+    if (c.zero != 0) throw UsageError("--zero 1 needs --device cuda");
+    if (c.recompute) throw UsageError("--recompute needs --device cuda");
+    if (c.reduce_dtype != "fp32") throw UsageError("--reduce-dtype bf16 needs --device cuda");
+  }
   if (c.ckpt_dir.empty() && (c.ckpt_every > 0 || c.ckpt_interval > 0)) {
     throw UsageError("--ckpt-every / --ckpt-interval need --ckpt-dir");
   }
@@ -235,6 +247,14 @@ TrainConfig parse_train_config(int argc, const char* const argv[]) {
   }
   validate(c, vm);
   return c;
+}
+
+std::vector<std::string> train_option_names() {
+  TrainConfig c;
+  std::vector<std::string> names;
+  const po::options_description desc = describe(c);
+  for (const auto& o : desc.options()) names.push_back(o->long_name());
+  return names;
 }
 
 std::string train_config_help() {

@@ -136,6 +136,10 @@ TEST_F(TrainConfigTest, BadValuesNameTheOptionAndWhatIsAllowed) {
   expect_usage({"--data", d, "--device", "tpu"}, {"--device", "cpu | cuda | auto", "tpu"});
   expect_usage({"--data", d, "--precision", "fp16"}, {"--precision", "bf16 | fp32"});
   expect_usage({"--data", d, "--zero", "2"}, {"--zero", "0 or 1"});
+  expect_usage({"--data", d, "--device", "cpu", "--precision", "bf16"},
+               {"--precision", "--device cuda"});
+  expect_usage({"--data", d, "--device", "cpu", "--zero", "1"}, {"--zero", "--device cuda"});
+  EXPECT_EQ(parse({"--data", d, "--device", "cpu"}).precision, "fp32");
   expect_usage({"--data", d, "--requeue", "maybe"}, {"--requeue", "on | off"});
   expect_usage({"--data", d, "--steps", "many"}, {"steps"});
   expect_usage({"--data", d, "--bogus"}, {"bogus"});
