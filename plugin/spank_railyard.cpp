@@ -52,6 +52,9 @@ struct State {
   std::string admin_error;  // why plugstack.conf's arguments were refused
   bool active = false;      // remote: this step gets a plan
   std::optional<railyard::StepPlan> plan;
+  // Why the step cannot run. user_init only records it: srun exits 0 when a step fails to
+  // launch, so the tasks fail instead (in task_init), which srun reports with a non-zero code.
+  bool step_failed = false;
 };
 State& state() {
   static State s;
@@ -129,10 +132,15 @@ T item(spank_t sp, spank_item_t what, const char* name) {
   return value;
 }
 
-// Slurm's node name where the environment has it, else the host name (the same on most
-// clusters; user_init runs before Slurm sets SLURMD_NODENAME for the tasks).
+// Slurm's name for this node, from the step's environment where it has one, else the host
+// name (the same on most clusters).
 std::string node_name(spank_t sp) {
   if (auto name = job_env(sp, "SLURMD_NODENAME"); name && !name->empty()) return *name;
+  // This node's place in Slurm's network topology: "node1", or "switch1.node1" with the tree
+  // plugin; the node name is its last part.
+  if (auto addr = job_env(sp, "SLURM_TOPOLOGY_ADDR"); addr && !addr->empty()) {
+    return addr->substr(addr->rfind('.') + 1);
+  }
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) return host;
   return "unknown";
@@ -155,7 +163,8 @@ int guarded(const char* where, F&& body) {
   try {
     return body();
   } catch (const std::exception& e) {
-    slurm_error("railyard: %s", e.what());
+    const std::string_view what = e.what();
+    slurm_error("railyard: %s", e.what() + (what.starts_with("railyard: ") ? 10 : 0));
   } catch (...) {
     slurm_error("railyard: unexpected error in %s", where);
   }
@@ -225,6 +234,7 @@ void set_affinity(const railyard::CpuSet& cpus) {
 
 int apply_task(spank_t sp) {
   State& s = state();
+  if (s.step_failed) return kFail;  // user_init has said why
   if (!s.active || !s.plan) return 0;
   const int task = item<int>(sp, S_TASK_ID, "the local task id");
   if (task < 0 || static_cast<size_t>(task) >= s.plan->tasks.size()) {
@@ -301,7 +311,10 @@ RAILYARD_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
 }
 
 RAILYARD_EXPORT int slurm_spank_user_init(spank_t sp, int, char**) {
-  return guarded("slurm_spank_user_init", [&] { return plan_step(sp); });
+  if (guarded("slurm_spank_user_init", [&] { return plan_step(sp); }) != 0) {
+    state().step_failed = true;
+  }
+  return 0;
 }
 
 RAILYARD_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {

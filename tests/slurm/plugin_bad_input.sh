@@ -1,0 +1,75 @@
+#!/bin/bash
+# Bad input fails the step with a message naming the option or argument, the value and what
+# is allowed, and the node stays idle: bad option values through srun, sbatch and salloc; an
+# unknown or malformed plugstack.conf argument; an option the admin keeps; a missing topology
+# file; a CUDA version on a node without a driver (also from inside a batch job).
+set -euo pipefail
+# shellcheck source=lib/plugin_test_lib.bash
+source "$(dirname "$0")/lib/plugin_test_lib.bash"
+plugin_test_setup plugin_bad_input
+
+xml="$scratch/dgx-like.xml"
+write_dgx_like_xml "$xml"
+
+# Runs a command that must fail with every given text in its output; the node must stay idle.
+expect_failure() { # label, texts (one per line), command...
+  local label=$1 texts=$2
+  shift 2
+  if "$@" >"$scratch/out" 2>&1; then
+    cat "$scratch/out"
+    fail "$label: succeeded"
+  fi
+  while IFS= read -r text; do
+    grep -qF -- "$text" "$scratch/out" || {
+      cat "$scratch/out"
+      fail "$label: no '$text' in the output"
+    }
+  done <<<"$texts"
+  grep -q 'ran-anyway' "$scratch/out" && fail "$label: the task ran"
+  expect_node_idle
+  echo "ok: $label"
+}
+
+set_plugstack "topology=$xml"
+expect_failure "srun bad value" $'--railyard-gpu=nearest\n\'nearest\'\nclosest, rank' \
+  srun -n 1 --railyard-gpu=nearest echo ran-anyway
+expect_failure "srun bad cuda" $'--railyard-cuda=twelve\nMAJOR' \
+  srun -n 1 --railyard-cuda=twelve echo ran-anyway
+expect_failure "sbatch bad value" $'--railyard-visible=some\nrotate, isolate, all' \
+  sbatch --railyard-visible=some --wrap 'echo ran-anyway'
+expect_failure "salloc bad value" $'--railyard-cpu-bind=maybe\non, off' \
+  salloc -Q --railyard-cpu-bind=maybe echo ran-anyway
+[[ -z $(squeue -h) ]] || fail "a job was queued despite a bad option: $(squeue -h)"
+
+set_plugstack "topology=$xml" user_override=visible,verbose
+expect_failure "option the admin keeps" $'--railyard-gpu\nusers may change: visible, verbose' \
+  srun -n 1 --railyard-gpu=rank echo ran-anyway
+srun -n 1 --railyard-visible=isolate true || fail "an allowed override was refused"
+
+set_plugstack "topology=$xml" colour=blue
+expect_failure "unknown plugstack key" $'colour=blue\nunknown key \'colour\'\ntopology, nic_include' \
+  srun -n 1 echo ran-anyway
+set_plugstack "topology=$xml" default_gpu=far
+expect_failure "bad plugstack value" $'default_gpu=far\nclosest, rank' srun -n 1 echo ran-anyway
+set_plugstack "topology=relative.xml"
+expect_failure "relative topology path" $'topology=relative.xml\nabsolute path' srun -n 1 echo ran-anyway
+
+set_plugstack "topology=$scratch/missing.xml"
+expect_failure "missing topology file" "$scratch/missing.xml" srun -n 1 --gres=gpu:1 echo ran-anyway
+
+# The fake GPUs have no driver: a job that states a CUDA version fails before it runs, one
+# without GPUs is not checked, and an admin default applies to every GPU step.
+set_plugstack "topology=$xml"
+expect_failure "no driver, CUDA required" $'has no NVIDIA driver\nneeds CUDA 12.4' \
+  srun -n 1 --gres=gpu:1 --railyard-cuda=12.4 echo ran-anyway
+srun -n 1 --railyard-cuda=12.4 true || fail "a step without GPUs was driver-checked"
+set_plugstack "topology=$xml" default_cuda=12.0
+expect_failure "admin default CUDA" "needs CUDA 12.0" srun -n 1 --gres=gpu:1 echo ran-anyway
+if sbatch --wait -o "$scratch/batch.out" --gres=gpu:1 --wrap 'srun echo ran-anyway' >/dev/null; then
+  fail "a batch job whose step failed the driver check succeeded"
+fi
+grep -q "needs CUDA 12.0" "$scratch/batch.out" || fail "the batch job's output lacks the message"
+grep -q ran-anyway "$scratch/batch.out" && fail "the batch job's task ran"
+expect_node_idle
+echo "ok: batch job whose step fails the check"
+echo "plugin_bad_input: ok"
