@@ -96,12 +96,15 @@ int option_callback(int val, const char* optarg, int remote) {
   if (remote) return 0;
   try {
     const auto id = static_cast<UserOption>(val);
-    railyard::validate_user_value(id,
-                                  optarg ? std::optional<std::string_view>(optarg) : std::nullopt);
+    // A flag carries no value, but Slurm hands flags that sbatch/salloc passed on to srun
+    // through the environment the text "(null)".
+    const bool flag = railyard::user_option_spec(id).arginfo.empty();
+    const std::optional<std::string> value =
+        optarg && !flag ? std::optional<std::string>(optarg) : std::nullopt;
+    railyard::validate_user_value(id, value);
     const auto& admin = state().admin;
     if (admin) {
-      const railyard::UserSetting setting{
-          id, optarg ? std::optional<std::string>(optarg) : std::nullopt};
+      const railyard::UserSetting setting{id, value};
       railyard::resolve_policy(*admin, std::span(&setting, 1));
     }
     return 0;
