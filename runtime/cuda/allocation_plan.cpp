@@ -1,0 +1,37 @@
+#include "allocation_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace railyard::cuda {
+
+size_t AllocationPlan::add(const std::string& name, size_t bytes) {
+  size_t offset = total_;
+  entries_.push_back({name, offset, bytes});
+  total_ += (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  return offset;
+}
+
+std::string AllocationPlan::summary(size_t top) const {
+  // Entries named "layer N: what" are summed per "what" so the report stays short.
+  std::map<std::string, size_t> by_kind;
+  for (const Entry& e : entries_) {
+    auto colon = e.name.find(": ");
+    by_kind[colon == std::string::npos ? e.name : e.name.substr(colon + 2)] += e.bytes;
+  }
+  std::vector<std::pair<std::string, size_t>> sorted(by_kind.begin(), by_kind.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  char line[160];
+  for (size_t i = 0; i < sorted.size() && i < top; ++i) {
+    std::snprintf(line, sizeof(line), "  %-28s %9.1f MiB\n", sorted[i].first.c_str(),
+                  double(sorted[i].second) / (1 << 20));
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "  %-28s %9.1f MiB", "total", double(total_) / (1 << 20));
+  return out + line;
+}
+
+}  // namespace railyard::cuda

@@ -1,0 +1,31 @@
+#pragma once
+// The engine's device memory as one plan: every buffer (parameters, gradients, optimizer
+// state, activations, scratch) is named and placed once at start, then taken from a single
+// allocation, so memory use is known before training and never grows.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace railyard::cuda {
+
+class AllocationPlan {
+ public:
+  static constexpr size_t kAlignBytes = 256;
+
+  // Reserves `bytes` under `name` (for the report) and returns its byte offset.
+  size_t add(const std::string& name, size_t bytes);
+  size_t total() const { return total_; }
+  // The largest entries, one per line, for logs and out-of-memory messages.
+  std::string summary(size_t top = 8) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    size_t offset, bytes;
+  };
+  std::vector<Entry> entries_;
+  size_t total_ = 0;
+};
+
+}  // namespace railyard::cuda

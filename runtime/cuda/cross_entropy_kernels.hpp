@@ -1,0 +1,19 @@
+#pragma once
+// Softmax cross-entropy over the LM head's logits, fused with its gradient: each row's
+// probabilities are formed in registers and written back as dlogits over the logits, so no
+// probability tensor is ever stored.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace railyard::cuda {
+
+// logits [N, Vp]; columns >= V are padding and get gradient 0. losses[n] = -log p(target); a
+// negative target is ignored (loss 0, gradient 0). With write_grad, logits become dscale * (softmax
+// - onehot(target)).
+template <typename T>
+void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* targets, int N, int V,
+                                    int Vp, float dscale, bool write_grad, cudaStream_t stream);
+
+}  // namespace railyard::cuda

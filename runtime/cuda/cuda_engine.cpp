@@ -1,0 +1,639 @@
+#include "railyard/cuda_engine.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "adamw_kernels.hpp"
+#include "allocation_plan.hpp"
+#include "attention.hpp"
+#include "bias_grad_kernels.hpp"
+#include "convert_kernels.hpp"
+#include "cross_entropy_kernels.hpp"
+#include "cuda_check.hpp"
+#include "device_buffer.hpp"
+#include "dtype.hpp"
+#include "embedding_kernels.hpp"
+#include "gelu_kernels.hpp"
+#include "grad_norm_kernels.hpp"
+#include "gradient_exchange.hpp"
+#include "input_pipeline.hpp"
+#include "layernorm_kernels.hpp"
+#include "matmul_cublaslt.hpp"
+#include "nccl_comm.hpp"
+#include "railyard/adamw.hpp"
+#include "railyard/communicator.hpp"
+#include "railyard/memory_alert.hpp"
+
+namespace railyard {
+namespace cuda {
+namespace {
+
+// Device 0 when the plugin bound the task (it rotates CUDA_VISIBLE_DEVICES so the task's GPU
+// comes first and says so in RAILYARD_GPU_PCI), else local rank modulo the devices visible.
+int select_device(const Communicator& comm) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    throw std::runtime_error("--device cuda: no usable GPU (" +
+                             std::string(cudaGetErrorString(err)) +
+                             "); check CUDA_VISIBLE_DEVICES and the driver, or use --device cpu");
+  }
+  const char* bound = std::getenv("RAILYARD_GPU_PCI");
+  if (bound != nullptr && *bound != '\0') return 0;
+  return comm.local_rank() % count;
+}
+
+struct LayerParams {
+  size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, mpw, mpb;
+  size_t begin, end;  // the layer's slice of the flat buffer (its gradient bucket)
+};
+
+template <typename T>
+struct LayerActs {
+  T* resid;  // the layer's input (the residual stream)
+  T* ln1;
+  float *ln1_mean, *ln1_rstd;
+  T* qkvp;   // q, k, v per head
+  T* probs;  // attention probabilities
+  T* atty;   // attention output, heads side by side
+  T* resid_mid;
+  T* ln2;
+  float *ln2_mean, *ln2_rstd;
+  T* fc;    // MLP pre-activation
+  T* gelu;  // MLP activation
+};
+
+template <typename T>
+class CudaEngine final : public Engine {
+ public:
+  CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Communicator& comm, uint64_t seed);
+  ~CudaEngine() override;
+
+  const GptConfig& config() const override { return cfg_; }
+  const ParamLayout& layout() const override { return layout_; }
+  std::string describe() const override { return describe_; }
+
+  void zero_grad() override;
+  float forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                         int Tn, float grad_scale, bool last_micro_step) override;
+  float evaluate(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                 int Tn) override;
+  void reduce_gradients() override;
+  float optimizer_step(const AdamWParams& hp, float lr) override;
+  void save_state(ModelState& out) override;
+  void load_state(const ModelState& in) override;
+  std::pair<size_t, size_t> device_memory() const override;
+
+ private:
+  static constexpr bool kFp32 = std::is_same_v<T, float>;
+
+  void plan_memory();
+  int check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                  int Tn) const;
+  void forward(int B, int Tn);
+  void backward(int B, int Tn, bool exchange);
+  double sum_losses(int N);
+  void refresh_compute_copy();
+
+  T* w(size_t off) const { return compute_ + off; }
+  float* g(size_t off) const { return grads_ + off; }
+
+  GptConfig cfg_;
+  EngineOptions opts_;
+  ParamLayout layout_;
+  Communicator& comm_;
+  int device_ = 0;
+  std::string describe_;
+  int L_, C_, H_, V_, Vp_, Bmax_, Tmax_;
+  size_t total_ = 0, padded_ = 0, shard_begin_ = 0, shard_size_ = 0;
+  size_t wte_, wpe_, lnfw_, lnfb_;
+  std::vector<LayerParams> lp_;
+
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Matmul> mm_;
+  DeviceBuffer mem_;
+  PinnedBuffer host_scalars_;  // losses of the last batch, then the gradient norm
+
+  float *master_ = nullptr, *grads_ = nullptr, *m_ = nullptr, *v_ = nullptr;
+  T* compute_ = nullptr;
+  uint8_t* decay_ = nullptr;
+  bf16* reduce_scratch_ = nullptr;
+  double* norm_acc_ = nullptr;
+  int32_t *tokens_ = nullptr, *targets_ = nullptr;
+  float* losses_ = nullptr;
+
+  std::vector<LayerActs<T>> acts_;
+  T* resid_final_ = nullptr;
+  T *lnf_ = nullptr, *logits_ = nullptr;
+  float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  // Scratch shared by all layers.
+  T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
+  T *dA_ = nullptr, *dB_ = nullptr, *dresid_ = nullptr;
+
+  std::unique_ptr<InputPipeline> input_;
+  std::unique_ptr<NcclComm> nccl_;
+  std::unique_ptr<GradientExchange> exchange_;
+  int64_t adam_step_ = 0;
+  int last_scored_ = 0;
+};
+
+template <typename T>
+CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Communicator& comm,
+                          uint64_t seed)
+    : cfg_(cfg), opts_(opts), layout_(gpt_param_layout(cfg)), comm_(comm) {
+  cfg_.validate();
+  if (opts_.zero_stage != 0 && opts_.zero_stage != 1) {
+    throw std::invalid_argument("--zero must be 0 or 1, got " + std::to_string(opts_.zero_stage));
+  }
+  if (opts_.micro_batch < 1 || opts_.seq < 1 || opts_.seq > cfg_.max_seq) {
+    throw std::invalid_argument("CUDA engine: --batch (" + std::to_string(opts_.micro_batch) +
+                                ") must be >= 1 and --seq (" + std::to_string(opts_.seq) +
+                                ") in [1, max_seq " + std::to_string(cfg_.max_seq) + "]");
+  }
+  // cuBLASLt's fast paths want every row and head of bf16 data on a 16-byte boundary.
+  if (cfg_.dim % 8 != 0 || cfg_.head_dim() % 8 != 0 || cfg_.padded_vocab % 8 != 0 ||
+      opts_.seq % 8 != 0) {
+    throw std::invalid_argument("CUDA engine: dim (" + std::to_string(cfg_.dim) + "), head size (" +
+                                std::to_string(cfg_.head_dim()) + "), padded_vocab (" +
+                                std::to_string(cfg_.padded_vocab) + ") and --seq (" +
+                                std::to_string(opts_.seq) + ") must be multiples of 8");
+  }
+  device_ = select_device(comm_);
+  RY_CUDA(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  RY_CUDA(cudaGetDeviceProperties(&prop, device_));
+  describe_ = "cuda:" + std::to_string(device_) + " " + prop.name + " " +
+              (kFp32 ? "fp32" : "bf16") + (opts_.zero_stage == 1 ? " zero1" : "") +
+              (opts_.recompute ? " recompute" : "");
+
+  L_ = cfg_.layers, C_ = cfg_.dim, H_ = cfg_.heads, V_ = cfg_.vocab, Vp_ = cfg_.padded_vocab;
+  Bmax_ = opts_.micro_batch, Tmax_ = opts_.seq;
+  wte_ = layout_.at("wte").offset;
+  wpe_ = layout_.at("wpe").offset;
+  lnfw_ = layout_.at("lnf.weight").offset;
+  lnfb_ = layout_.at("lnf.bias").offset;
+  for (int l = 0; l < L_; ++l) {
+    std::string p = "h." + std::to_string(l) + ".";
+    auto at = [&](const char* n) { return layout_.at(p + n).offset; };
+    LayerParams q{at("ln1.weight"),
+                  at("ln1.bias"),
+                  at("attn.qkv.weight"),
+                  at("attn.qkv.bias"),
+                  at("attn.proj.weight"),
+                  at("attn.proj.bias"),
+                  at("ln2.weight"),
+                  at("ln2.bias"),
+                  at("mlp.fc.weight"),
+                  at("mlp.fc.bias"),
+                  at("mlp.proj.weight"),
+                  at("mlp.proj.bias"),
+                  0,
+                  0};
+    const TensorSpec& last = layout_.at(p + "mlp.proj.bias");
+    q.begin = q.ln1w;
+    q.end = last.offset +
+            (last.numel + ParamLayout::kAlign - 1) / ParamLayout::kAlign * ParamLayout::kAlign;
+    lp_.push_back(q);
+  }
+
+  // Equal shards for ZeRO-1 (and NCCL's all-gather): pad the flat buffer to world * kAlign.
+  total_ = layout_.total();
+  size_t world = size_t(comm_.size());
+  size_t unit = world * ParamLayout::kAlign;
+  padded_ = (total_ + unit - 1) / unit * unit;
+  if (opts_.zero_stage == 1) {
+    shard_size_ = padded_ / world;
+    shard_begin_ = shard_size_ * size_t(comm_.rank());
+  } else {
+    shard_size_ = padded_;
+    shard_begin_ = 0;
+  }
+
+  RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  mm_ = std::make_unique<Matmul>();
+  plan_memory();
+  input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, tokens_, targets_);
+
+  // Parameters: the same initialisation as every backend, then the compute copy.
+  std::vector<float> host(padded_, 0.0f);
+  gpt_init_params(cfg_, layout_, seed, host.data());
+  RY_CUDA(cudaMemcpy(master_, host.data(), padded_ * sizeof(float), cudaMemcpyHostToDevice));
+  std::vector<uint8_t> decay(shard_size_, 0);
+  for (const TensorSpec& t : layout_.tensors()) {
+    if (!t.decay) continue;
+    for (size_t i = t.offset; i < t.offset + t.numel; ++i) {
+      if (i >= shard_begin_ && i < shard_begin_ + shard_size_) decay[i - shard_begin_] = 1;
+    }
+  }
+  RY_CUDA(cudaMemcpy(decay_, decay.data(), shard_size_, cudaMemcpyHostToDevice));
+  RY_CUDA(cudaMemsetAsync(m_, 0, shard_size_ * sizeof(float), stream_));
+  RY_CUDA(cudaMemsetAsync(v_, 0, shard_size_ * sizeof(float), stream_));
+  RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
+  refresh_compute_copy();
+
+  nccl_ = std::make_unique<NcclComm>(comm_);
+  std::vector<GradBucket> buckets;
+  for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
+  buckets.push_back({0, lp_.front().begin});     // embeddings: final only after the whole backward
+  buckets.push_back({lp_.back().end, padded_});  // lnf: final first
+  exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
+                                                 std::move(buckets), opts_.reduce_bf16);
+  RY_CUDA(cudaStreamSynchronize(stream_));
+}
+
+template <typename T>
+CudaEngine<T>::~CudaEngine() {
+  exchange_.reset();
+  nccl_.reset();
+  input_.reset();
+  mm_.reset();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::plan_memory() {
+  AllocationPlan plan;
+  const size_t N = size_t(Bmax_) * Tmax_, NC = N * C_;
+  const size_t probs = size_t(Bmax_) * H_ * Tmax_ * Tmax_;
+  const size_t e = sizeof(T), f = sizeof(float);
+  size_t o_master = plan.add("master weights (fp32)", padded_ * f);
+  size_t o_grads = plan.add("gradients (fp32)", padded_ * f);
+  size_t o_m = plan.add("AdamW m", shard_size_ * f);
+  size_t o_v = plan.add("AdamW v", shard_size_ * f);
+  size_t o_decay = plan.add("decay mask", shard_size_);
+  size_t o_compute = kFp32 ? 0 : plan.add("compute weights (bf16)", padded_ * e);
+  size_t o_rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
+  size_t o_norm = plan.add("norm accumulator", sizeof(double));
+  size_t o_tok = plan.add("tokens", N * sizeof(int32_t));
+  size_t o_tgt = plan.add("targets", N * sizeof(int32_t));
+  size_t o_loss = plan.add("losses", N * f);
+
+  struct LayerOffsets {
+    size_t resid, ln1, ln1m, ln1r, qkvp, probs, atty, mid, ln2, ln2m, ln2r, fc, gelu;
+  };
+  std::vector<LayerOffsets> lo(L_);
+  // With --recompute the LayerNorm outputs and the GELU are rebuilt in backward from what is
+  // kept (residuals, statistics, pre-activations), so one shared copy of each suffices.
+  size_t shared_ln1 = 0, shared_ln2 = 0, shared_gelu = 0;
+  if (opts_.recompute) {
+    shared_ln1 = plan.add("recompute: ln1", NC * e);
+    shared_ln2 = plan.add("recompute: ln2", NC * e);
+    shared_gelu = plan.add("recompute: gelu", 4 * NC * e);
+  }
+  for (int l = 0; l < L_; ++l) {
+    std::string p = "layer " + std::to_string(l) + ": ";
+    LayerOffsets& x = lo[l];
+    x.resid = plan.add(p + "residual", NC * e);
+    x.ln1 = opts_.recompute ? shared_ln1 : plan.add(p + "ln1", NC * e);
+    x.ln1m = plan.add(p + "ln stats", N * f);
+    x.ln1r = plan.add(p + "ln stats", N * f);
+    x.qkvp = plan.add(p + "q k v", 3 * NC * e);
+    x.probs = plan.add(p + "attention probabilities", probs * e);
+    x.atty = plan.add(p + "attention output", NC * e);
+    x.mid = plan.add(p + "residual", NC * e);
+    x.ln2 = opts_.recompute ? shared_ln2 : plan.add(p + "ln2", NC * e);
+    x.ln2m = plan.add(p + "ln stats", N * f);
+    x.ln2r = plan.add(p + "ln stats", N * f);
+    x.fc = plan.add(p + "mlp pre-activation", 4 * NC * e);
+    x.gelu = opts_.recompute ? shared_gelu : plan.add(p + "mlp activation", 4 * NC * e);
+  }
+  size_t o_rfinal = plan.add("final residual", NC * e);
+  size_t o_lnf = plan.add("lnf", NC * e);
+  size_t o_lnfm = plan.add("lnf stats", N * f);
+  size_t o_lnfr = plan.add("lnf stats", N * f);
+  size_t o_logits = plan.add("logits / dlogits", N * size_t(Vp_) * e);
+  size_t o_qkv = plan.add("scratch: qkv", 3 * NC * e);
+  size_t o_oh = plan.add("scratch: heads", NC * e);
+  size_t o_dprobs = plan.add("scratch: dprobs", probs * e);
+  size_t o_dqkvp = plan.add("scratch: dqkv heads", 3 * NC * e);
+  size_t o_d4 = plan.add("scratch: mlp grad", 4 * NC * e);
+  size_t o_dA = plan.add("scratch: grad A", NC * e);
+  size_t o_dB = plan.add("scratch: grad B", NC * e);
+  size_t o_dresid = plan.add("scratch: residual grad", NC * e);
+
+  size_t free_b = 0, total_b = 0;
+  RY_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  if (plan.total() > free_b) {
+    OutOfMemoryContext ctx;
+    ctx.what = "the CUDA engine's allocation plan:\n" + plan.summary();
+    ctx.requested_bytes = plan.total();
+    ctx.free_bytes = free_b;
+    ctx.total_bytes = total_b;
+    ctx.batch = Bmax_;
+    ctx.recompute = opts_.recompute;
+    throw std::runtime_error(describe_out_of_memory(ctx));
+  }
+  mem_ = DeviceBuffer(plan.total());
+  master_ = mem_.as<float>(o_master);
+  grads_ = mem_.as<float>(o_grads);
+  m_ = mem_.as<float>(o_m);
+  v_ = mem_.as<float>(o_v);
+  decay_ = mem_.as<uint8_t>(o_decay);
+  if constexpr (kFp32) {
+    compute_ = master_;
+  } else {
+    compute_ = mem_.as<T>(o_compute);
+  }
+  reduce_scratch_ = opts_.reduce_bf16 ? mem_.as<bf16>(o_rs) : nullptr;
+  norm_acc_ = mem_.as<double>(o_norm);
+  tokens_ = mem_.as<int32_t>(o_tok);
+  targets_ = mem_.as<int32_t>(o_tgt);
+  losses_ = mem_.as<float>(o_loss);
+  acts_.resize(L_);
+  for (int l = 0; l < L_; ++l) {
+    const LayerOffsets& x = lo[l];
+    acts_[l] = {mem_.as<T>(x.resid),    mem_.as<T>(x.ln1),      mem_.as<float>(x.ln1m),
+                mem_.as<float>(x.ln1r), mem_.as<T>(x.qkvp),     mem_.as<T>(x.probs),
+                mem_.as<T>(x.atty),     mem_.as<T>(x.mid),      mem_.as<T>(x.ln2),
+                mem_.as<float>(x.ln2m), mem_.as<float>(x.ln2r), mem_.as<T>(x.fc),
+                mem_.as<T>(x.gelu)};
+  }
+  resid_final_ = mem_.as<T>(o_rfinal);
+  lnf_ = mem_.as<T>(o_lnf);
+  lnf_mean_ = mem_.as<float>(o_lnfm);
+  lnf_rstd_ = mem_.as<float>(o_lnfr);
+  logits_ = mem_.as<T>(o_logits);
+  qkv_ = mem_.as<T>(o_qkv);
+  o_heads_ = mem_.as<T>(o_oh);
+  dprobs_ = mem_.as<T>(o_dprobs);
+  dqkvp_ = mem_.as<T>(o_dqkvp);
+  d4_ = mem_.as<T>(o_d4);
+  dA_ = mem_.as<T>(o_dA);
+  dB_ = mem_.as<T>(o_dB);
+  dresid_ = mem_.as<T>(o_dresid);
+  host_scalars_ = PinnedBuffer(N * sizeof(float) + sizeof(double));
+}
+
+template <typename T>
+void CudaEngine<T>::refresh_compute_copy() {
+  if constexpr (!kFp32) convert(compute_, master_, padded_, stream_);
+}
+
+template <typename T>
+int CudaEngine<T>::check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                               int B, int Tn) const {
+  if (B < 1 || Tn < 1 || Tn > Tmax_ || Tn % 8 != 0 || size_t(B) * Tn > size_t(Bmax_) * Tmax_) {
+    throw std::invalid_argument("CUDA engine: batch " + std::to_string(B) + " x " +
+                                std::to_string(Tn) + " exceeds the planned " +
+                                std::to_string(Bmax_) + " x " + std::to_string(Tmax_) +
+                                " (--batch, --seq; the sequence a multiple of 8)");
+  }
+  size_t n = size_t(B) * Tn;
+  if (tokens.size() != n || targets.size() != n) {
+    throw std::invalid_argument("CUDA engine: expected " + std::to_string(n) +
+                                " tokens and targets, got " + std::to_string(tokens.size()) +
+                                " and " + std::to_string(targets.size()));
+  }
+  int scored = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= V_) {
+      throw std::invalid_argument("CUDA engine: token " + std::to_string(tokens[i]) +
+                                  " at position " + std::to_string(i) + " is outside [0, " +
+                                  std::to_string(V_) + "); check the data's vocabulary");
+    }
+    if (targets[i] >= V_) {
+      throw std::invalid_argument("CUDA engine: target " + std::to_string(targets[i]) +
+                                  " at position " + std::to_string(i) + " is outside [0, " +
+                                  std::to_string(V_) + ")");
+    }
+    if (targets[i] >= 0) ++scored;
+  }
+  return scored;
+}
+
+template <typename T>
+void CudaEngine<T>::forward(int B, int Tn) {
+  const int N = B * Tn;
+  const cudaDataType_t dt = cuda_dtype<T>();
+  const AttentionShape shape{B, Tn, H_, C_ / H_};
+  Matmul& mm = *mm_;
+  embedding_forward(acts_[0].resid, tokens_, w(wte_), w(wpe_), B, Tn, C_, stream_);
+  layernorm_forward(acts_[0].ln1, acts_[0].ln1_mean, acts_[0].ln1_rstd, acts_[0].resid,
+                    w(lp_[0].ln1w), w(lp_[0].ln1b), N, C_, stream_);
+  for (int l = 0; l < L_; ++l) {
+    const LayerParams& p = lp_[l];
+    LayerActs<T>& a = acts_[l];
+    mm.linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+    attention_forward(mm, a.atty, a.qkvp, a.probs, o_heads_, qkv_, shape, stream_);
+    mm.linear_forward(dA_, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_);
+    residual_layernorm_forward(a.resid_mid, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid, dA_, w(p.ln2w),
+                               w(p.ln2b), N, C_, stream_);
+    mm.linear_forward(a.fc, a.ln2, w(p.fcw), w(p.fcb), N, C_, 4 * C_, dt, stream_);
+    gelu_forward(a.gelu, a.fc, size_t(N) * 4 * C_, stream_);
+    mm.linear_forward(dA_, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_);
+    // The residual add feeds the next LayerNorm directly: the next layer's ln1, or lnf.
+    if (l + 1 < L_) {
+      LayerActs<T>& n = acts_[l + 1];
+      residual_layernorm_forward(n.resid, n.ln1, n.ln1_mean, n.ln1_rstd, a.resid_mid, dA_,
+                                 w(lp_[l + 1].ln1w), w(lp_[l + 1].ln1b), N, C_, stream_);
+    } else {
+      residual_layernorm_forward(resid_final_, lnf_, lnf_mean_, lnf_rstd_, a.resid_mid, dA_,
+                                 w(lnfw_), w(lnfb_), N, C_, stream_);
+    }
+  }
+  mm.linear_forward(logits_, lnf_, w(wte_), nullptr, N, C_, Vp_, dt, stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
+  const int N = B * Tn;
+  const cudaDataType_t dt = cuda_dtype<T>();
+  const AttentionShape shape{B, Tn, H_, C_ / H_};
+  Matmul& mm = *mm_;
+  const size_t n4 = size_t(N) * 4 * C_;
+  // LM head (tied to wte) and the final LayerNorm.
+  mm.linear_backward_input(dB_, logits_, w(wte_), N, C_, Vp_, dt, false, stream_);
+  mm.linear_backward_weight(g(wte_), logits_, lnf_, N, C_, Vp_, dt, stream_);
+  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), dB_, resid_final_, w(lnfw_), lnf_mean_, lnf_rstd_,
+                     N, C_, false, stream_);
+  if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
+  for (int l = L_ - 1; l >= 0; --l) {
+    const LayerParams& p = lp_[l];
+    LayerActs<T>& a = acts_[l];
+    if (opts_.recompute) {
+      layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_mid, w(p.ln2w), w(p.ln2b), N, C_,
+                        stream_);
+      gelu_forward(a.gelu, a.fc, n4, stream_);
+    }
+    // MLP: dresid is the gradient of the layer's output.
+    mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_);
+    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, stream_);
+    bias_grad(g(p.mpb), dresid_, N, C_, stream_);
+    gelu_backward(d4_, a.fc, n4, stream_);
+    mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
+    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, stream_);
+    bias_grad(g(p.fcb), d4_, N, 4 * C_, stream_);
+    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
+                       a.ln2_rstd, N, C_, true, stream_);
+    // Attention.
+    if (opts_.recompute) {
+      layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_,
+                        stream_);
+    }
+    mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
+    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, stream_);
+    bias_grad(g(p.projb), dresid_, N, C_, stream_);
+    attention_backward(mm, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, shape, stream_);
+    mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
+    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, stream_);
+    bias_grad(g(p.qkvb), qkv_, N, 3 * C_, stream_);
+    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), dB_, a.resid, w(p.ln1w), a.ln1_mean,
+                       a.ln1_rstd, N, C_, true, stream_);
+    if (exchange) exchange_->launch(size_t(l), stream_);
+  }
+  embedding_backward(g(wte_), g(wpe_), dresid_, tokens_, B, Tn, C_, stream_);
+  if (exchange) exchange_->launch(size_t(L_), stream_);
+}
+
+template <typename T>
+double CudaEngine<T>::sum_losses(int N) {
+  float* h = host_scalars_.as<float>();
+  RY_CUDA(cudaMemcpyAsync(h, losses_, size_t(N) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  RY_CUDA(cudaStreamSynchronize(stream_));
+  double s = 0.0;
+  for (int i = 0; i < N; ++i) s += h[i];
+  return s;
+}
+
+template <typename T>
+void CudaEngine<T>::zero_grad() {
+  RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
+}
+
+template <typename T>
+float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
+                                      std::span<const int32_t> targets, int B, int Tn,
+                                      float grad_scale, bool last_micro_step) {
+  int scored = check_batch(tokens, targets, B, Tn);
+  input_->stage(tokens, targets, stream_);
+  forward(B, Tn);
+  const int N = B * Tn;
+  float dscale = scored > 0 ? grad_scale / float(scored) : 0.0f;
+  cross_entropy_forward_backward(logits_, losses_, targets_, N, V_, Vp_, dscale, true, stream_);
+  backward(B, Tn, last_micro_step);
+  double s = sum_losses(N);
+  last_scored_ = scored;
+  return scored > 0 ? float(s / scored) : 0.0f;
+}
+
+template <typename T>
+float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                              int B, int Tn) {
+  int scored = check_batch(tokens, targets, B, Tn);
+  input_->stage(tokens, targets, stream_);
+  forward(B, Tn);
+  cross_entropy_forward_backward(logits_, losses_, targets_, B * Tn, V_, Vp_, 0.0f, false, stream_);
+  double s = sum_losses(B * Tn);
+  return scored > 0 ? float(s / scored) : 0.0f;
+}
+
+template <typename T>
+void CudaEngine<T>::reduce_gradients() {
+  exchange_->finish(stream_);
+}
+
+template <typename T>
+float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
+  // Every rank holds the whole averaged gradient, so each computes the same norm locally.
+  RY_CUDA(cudaMemsetAsync(norm_acc_, 0, sizeof(double), stream_));
+  grad_sumsq(norm_acc_, grads_, padded_, stream_);
+  double* h =
+      reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
+  RY_CUDA(cudaMemcpyAsync(h, norm_acc_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  RY_CUDA(cudaStreamSynchronize(stream_));
+  double norm = std::sqrt(*h);
+  float scale = clip_factor(norm, hp.clip);
+  ++adam_step_;
+  AdamWStep s;
+  s.lr = lr;
+  s.beta1 = hp.beta1;
+  s.beta2 = hp.beta2;
+  s.eps = hp.eps;
+  s.weight_decay = hp.weight_decay;
+  s.bias_correction1 = float(1.0 - std::pow(double(hp.beta1), double(adam_step_)));
+  s.bias_correction2 = float(1.0 - std::pow(double(hp.beta2), double(adam_step_)));
+  s.grad_scale = scale;
+  T* compute_shard = kFp32 ? nullptr : compute_ + shard_begin_;
+  adamw_update(master_ + shard_begin_, compute_shard, m_, v_, grads_ + shard_begin_, decay_,
+               shard_size_, s, stream_);
+  if (opts_.zero_stage == 1 && comm_.size() > 1) {
+    // Each rank updated its shard; every rank needs all the new weights.
+    nccl_->all_gather_in_place(master_, shard_size_, ncclFloat32, stream_);
+    refresh_compute_copy();
+  }
+  return float(norm);
+}
+
+template <typename T>
+void CudaEngine<T>::save_state(ModelState& out) {
+  RY_CUDA(cudaStreamSynchronize(stream_));
+  out.params.resize(total_);
+  RY_CUDA(cudaMemcpy(out.params.data(), master_, total_ * sizeof(float), cudaMemcpyDeviceToHost));
+  size_t end = std::min(total_, shard_begin_ + shard_size_);
+  size_t begin = std::min(shard_begin_, end);
+  out.shard_begin = begin;
+  out.shard_end = end;
+  out.m.resize(end - begin);
+  out.v.resize(end - begin);
+  RY_CUDA(cudaMemcpy(out.m.data(), m_, (end - begin) * sizeof(float), cudaMemcpyDeviceToHost));
+  RY_CUDA(cudaMemcpy(out.v.data(), v_, (end - begin) * sizeof(float), cudaMemcpyDeviceToHost));
+  out.adam_step = adam_step_;
+}
+
+template <typename T>
+void CudaEngine<T>::load_state(const ModelState& in) {
+  size_t end = std::min(total_, shard_begin_ + shard_size_);
+  size_t begin = std::min(shard_begin_, end);
+  if (in.params.size() != total_) {
+    throw std::invalid_argument("CUDA engine: checkpoint has " + std::to_string(in.params.size()) +
+                                " parameters, the model's layout has " + std::to_string(total_));
+  }
+  if (in.shard_begin > begin || in.shard_end < end ||
+      in.m.size() != in.shard_end - in.shard_begin ||
+      in.v.size() != in.shard_end - in.shard_begin) {
+    throw std::invalid_argument("CUDA engine: checkpoint optimizer state covers [" +
+                                std::to_string(in.shard_begin) + ", " +
+                                std::to_string(in.shard_end) + "), this rank needs [" +
+                                std::to_string(begin) + ", " + std::to_string(end) + ")");
+  }
+  RY_CUDA(cudaStreamSynchronize(stream_));
+  RY_CUDA(cudaMemcpy(master_, in.params.data(), total_ * sizeof(float), cudaMemcpyHostToDevice));
+  RY_CUDA(cudaMemset(m_, 0, shard_size_ * sizeof(float)));
+  RY_CUDA(cudaMemset(v_, 0, shard_size_ * sizeof(float)));
+  size_t skip = begin - in.shard_begin;
+  RY_CUDA(
+      cudaMemcpy(m_, in.m.data() + skip, (end - begin) * sizeof(float), cudaMemcpyHostToDevice));
+  RY_CUDA(
+      cudaMemcpy(v_, in.v.data() + skip, (end - begin) * sizeof(float), cudaMemcpyHostToDevice));
+  adam_step_ = in.adam_step;
+  refresh_compute_copy();
+  RY_CUDA(cudaStreamSynchronize(stream_));
+}
+
+template <typename T>
+std::pair<size_t, size_t> CudaEngine<T>::device_memory() const {
+  size_t free_b = 0, total_b = 0;
+  RY_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  return {total_b - free_b, total_b};
+}
+
+}  // namespace
+}  // namespace cuda
+
+std::unique_ptr<Engine> make_cuda_engine(const GptConfig& cfg, const EngineOptions& opts,
+                                         Communicator& comm, uint64_t seed) {
+  if (opts.precision == "fp32") {
+    return std::make_unique<cuda::CudaEngine<float>>(cfg, opts, comm, seed);
+  }
+  if (opts.precision == "bf16") {
+    return std::make_unique<cuda::CudaEngine<cuda::bf16>>(cfg, opts, comm, seed);
+  }
+  throw std::invalid_argument("--precision must be fp32 or bf16, got '" + opts.precision + "'");
+}
+
+}  // namespace railyard

@@ -1,0 +1,50 @@
+#include "cuda_check.hpp"
+#include "device_math.cuh"
+#include "dtype.hpp"
+#include "gelu_kernels.hpp"
+
+namespace railyard::cuda {
+
+namespace {
+
+template <typename T>
+__global__ void gelu_forward_kernel(T* out, const T* in, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    out[i] = from_f<T>(gelu_tanh(to_f(in[i])));
+  }
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(T* d, const T* x, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    d[i] = from_f<T>(to_f(d[i]) * gelu_tanh_grad(to_f(x[i])));
+  }
+}
+
+int blocks_for(size_t n) {
+  size_t b = (n + 255) / 256;
+  return static_cast<int>(b < 65536 ? b : 65536);
+}
+
+}  // namespace
+
+template <typename T>
+void gelu_forward(T* out, const T* in, size_t n, cudaStream_t stream) {
+  gelu_forward_kernel<<<blocks_for(n), 256, 0, stream>>>(out, in, n);
+  RY_CUDA_LAUNCHED();
+}
+
+template <typename T>
+void gelu_backward(T* d, const T* x, size_t n, cudaStream_t stream) {
+  gelu_backward_kernel<<<blocks_for(n), 256, 0, stream>>>(d, x, n);
+  RY_CUDA_LAUNCHED();
+}
+
+template void gelu_forward<float>(float*, const float*, size_t, cudaStream_t);
+template void gelu_forward<bf16>(bf16*, const bf16*, size_t, cudaStream_t);
+template void gelu_backward<float>(float*, const float*, size_t, cudaStream_t);
+template void gelu_backward<bf16>(bf16*, const bf16*, size_t, cudaStream_t);
+
+}  // namespace railyard::cuda

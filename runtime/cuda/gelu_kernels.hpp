@@ -1,0 +1,16 @@
+#pragma once
+// GPT-2's GELU (tanh approximation), elementwise.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace railyard::cuda {
+
+template <typename T>
+void gelu_forward(T* out, const T* in, size_t n, cudaStream_t stream);
+// d = d * gelu'(x), in place on d.
+template <typename T>
+void gelu_backward(T* d, const T* x, size_t n, cudaStream_t stream);
+
+}  // namespace railyard::cuda

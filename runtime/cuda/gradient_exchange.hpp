@@ -1,0 +1,48 @@
+#pragma once
+// Bucketed gradient all-reduce on its own stream. Backward hands each bucket over as soon as
+// its gradients are final, so the exchange of late layers overlaps the backward pass of early
+// ones; the optimizer waits for all of it.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "dtype.hpp"
+#include "nccl_comm.hpp"
+
+namespace railyard::cuda {
+
+struct GradBucket {
+  size_t begin = 0, end = 0;  // elements of the flat gradient buffer
+};
+
+class GradientExchange {
+ public:
+  // `bf16_scratch` (as large as `grads`) is needed when reduce_bf16; the mean is then taken in
+  // bf16 and converted back to fp32.
+  GradientExchange(NcclComm& nccl, float* grads, bf16* bf16_scratch,
+                   std::vector<GradBucket> buckets, bool reduce_bf16);
+  ~GradientExchange();
+  GradientExchange(const GradientExchange&) = delete;
+  GradientExchange& operator=(const GradientExchange&) = delete;
+
+  size_t buckets() const { return buckets_.size(); }
+  // Bucket `i` is final once the work queued on `compute` so far has run.
+  void launch(size_t i, cudaStream_t compute);
+  // Launches the buckets not launched yet, then makes `compute` wait for all of them.
+  void finish(cudaStream_t compute);
+
+ private:
+  NcclComm& nccl_;
+  float* grads_;
+  bf16* scratch_;
+  std::vector<GradBucket> buckets_;
+  bool reduce_bf16_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<cudaEvent_t> ready_;
+  cudaEvent_t done_ = nullptr;
+  std::vector<bool> launched_;
+};
+
+}  // namespace railyard::cuda

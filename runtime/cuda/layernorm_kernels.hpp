@@ -1,0 +1,27 @@
+#pragma once
+// LayerNorm over the last dimension (eps 1e-5, as GPT-2), with the residual add fused in.
+// Statistics (mean, 1/std) are kept in fp32 for the backward pass.
+
+#include <cuda_runtime.h>
+
+namespace railyard::cuda {
+
+inline constexpr float kLayerNormEps = 1e-5f;
+
+// out = LN(x) * w + b over rows of C.
+template <typename T>
+void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
+                       int C, cudaStream_t stream);
+// resid_out = x + delta, then out = LN(resid_out) * w + b: one pass over the residual stream.
+template <typename T>
+void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
+                                const T* delta, const T* w, const T* b, int N, int C,
+                                cudaStream_t stream);
+// dx (+)= dLN/dx^T dy; dw += sum dy * xhat, db += sum dy (fp32). With accumulate false, dx is
+// overwritten.
+template <typename T>
+void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, const T* w,
+                        const float* mean, const float* rstd, int N, int C, bool accumulate,
+                        cudaStream_t stream);
+
+}  // namespace railyard::cuda

@@ -1,0 +1,162 @@
+#include "matmul_cublaslt.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace railyard::cuda {
+
+struct Matmul::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (la != nullptr) cublasLtMatrixLayoutDestroy(la);
+    if (lb != nullptr) cublasLtMatrixLayoutDestroy(lb);
+    if (ld != nullptr) cublasLtMatrixLayoutDestroy(ld);
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+namespace {
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int rows, int cols, int ld, int batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  RY_CUBLAS(cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows),
+                                       static_cast<uint64_t>(cols), ld));
+  if (batch > 1) {
+    int32_t count = batch;
+    RY_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                               sizeof(count)));
+    RY_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                               &stride, sizeof(stride)));
+  }
+  return l;
+}
+
+}  // namespace
+
+Matmul::Matmul(size_t workspace_bytes) : workspace_(workspace_bytes) {
+  RY_CUBLAS(cublasLtCreate(&handle_));
+}
+
+Matmul::~Matmul() {
+  plans_.clear();
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
+  Key key{c.trans_a,
+          c.trans_b,
+          c.m,
+          c.n,
+          c.k,
+          c.lda,
+          c.ldb,
+          c.ldd,
+          static_cast<int>(c.ab_type),
+          static_cast<int>(c.d_type),
+          c.batch,
+          c.bias != nullptr,
+          c.beta != 0.0f,
+          0,
+          c.stride_a,
+          c.stride_b,
+          c.stride_d};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+
+  auto p = std::make_unique<Plan>();
+  RY_CUBLAS(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (c.bias != nullptr) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    RY_CUBLAS(
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  }
+  p->la = make_layout(c.ab_type, c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k, c.lda, c.batch,
+                      c.stride_a);
+  p->lb = make_layout(c.ab_type, c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n, c.ldb, c.batch,
+                      c.stride_b);
+  p->ld = make_layout(c.d_type, c.m, c.n, c.ldd, c.batch, c.stride_d);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  RY_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = workspace_.bytes();
+  RY_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &ws, sizeof(ws)));
+  // Every operand the engine passes starts on at least a 16-byte boundary (ParamLayout::kAlign).
+  uint32_t align = 16;
+  for (auto attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    RY_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->la, p->lb, p->ld, p->ld,
+                                                     pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    throw std::runtime_error("cuBLASLt found no algorithm for a " + std::to_string(c.m) + "x" +
+                             std::to_string(c.n) + "x" + std::to_string(c.k) + " product (batch " +
+                             std::to_string(c.batch) + ")");
+  }
+  p->algo = result.algo;
+  return *plans_.emplace(key, std::move(p)).first->second;
+}
+
+void Matmul::gemm(const GemmCall& c, cudaStream_t stream) {
+  Plan& p = plan_for(c);
+  if (c.bias != nullptr) {
+    RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias,
+                                             sizeof(c.bias)));
+  }
+  RY_CUBLAS(cublasLtMatmul(handle_, p.op, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, c.d, p.ld, c.d,
+                           p.ld, &p.algo, workspace_.as<void>(), workspace_.bytes(), stream));
+}
+
+// Row-major M[r, c] is column-major M^T with leading dimension c; each product below is the
+// transposed identity of the row-major one it computes.
+void Matmul::linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I,
+                            int O, cudaDataType_t t, cudaStream_t stream) {
+  GemmCall c;  // Y^T[O,N] = W[O,I] X^T[I,N]
+  c.trans_a = true;
+  c.m = O, c.n = N, c.k = I;
+  c.a = w, c.lda = I;
+  c.b = x, c.ldb = I;
+  c.d = y, c.ldd = O;
+  c.ab_type = t, c.d_type = t;
+  c.bias = bias;
+  gemm(c, stream);
+}
+
+void Matmul::linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
+                                   cudaDataType_t t, bool accumulate, cudaStream_t stream) {
+  GemmCall c;  // dX^T[I,N] = W^T[I,O] dY^T[O,N]
+  c.m = I, c.n = N, c.k = O;
+  c.a = w, c.lda = I;
+  c.b = dy, c.ldb = O;
+  c.d = dx, c.ldd = I;
+  c.ab_type = t, c.d_type = t;
+  c.beta = accumulate ? 1.0f : 0.0f;
+  gemm(c, stream);
+}
+
+void Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
+                                    cudaDataType_t t, cudaStream_t stream) {
+  GemmCall c;  // dW^T[I,O] += X^T[I,N] dY[N,O]
+  c.trans_b = true;
+  c.m = I, c.n = O, c.k = N;
+  c.a = x, c.lda = I;
+  c.b = dy, c.ldb = O;
+  c.d = dw, c.ldd = I;
+  c.ab_type = t, c.d_type = CUDA_R_32F;
+  c.beta = 1.0f;
+  gemm(c, stream);
+}
+
+}  // namespace railyard::cuda

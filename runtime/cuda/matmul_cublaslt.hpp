@@ -1,0 +1,68 @@
+#pragma once
+// Matrix products through cuBLASLt, fp32 accumulation always. Operands are row-major as in the
+// model ([rows, cols], Linear weights [out, in]); the column-major translation happens inside.
+// Plans (descriptors and the chosen algorithm) are cached per shape, so steady-state calls
+// cost only the launch.
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "device_buffer.hpp"
+
+namespace railyard::cuda {
+
+// One column-major product D = alpha * op(A) op(B) + beta * D, optionally batched with
+// strides, with an optional bias (length m, D's type) added in the epilogue.
+struct GemmCall {
+  bool trans_a = false, trans_b = false;
+  int m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int lda = 0;
+  const void* b = nullptr;
+  int ldb = 0;
+  void* d = nullptr;
+  int ldd = 0;
+  cudaDataType_t ab_type = CUDA_R_32F;
+  cudaDataType_t d_type = CUDA_R_32F;
+  float alpha = 1.0f, beta = 0.0f;
+  const void* bias = nullptr;
+  int batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+};
+
+class Matmul {
+ public:
+  explicit Matmul(size_t workspace_bytes = 64u << 20);
+  ~Matmul();
+  Matmul(const Matmul&) = delete;
+  Matmul& operator=(const Matmul&) = delete;
+
+  void gemm(const GemmCall& c, cudaStream_t stream);
+
+  // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]); X, W, Y, bias of type `t`.
+  void linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I, int O,
+                      cudaDataType_t t, cudaStream_t stream);
+  // dX[N,I] (= or +=, per `accumulate`) dY[N,O] W[O,I].
+  void linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
+                             cudaDataType_t t, bool accumulate, cudaStream_t stream);
+  // dW[O,I] (fp32) += dY[N,O]^T X[N,I].
+  void linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
+                              cudaDataType_t t, cudaStream_t stream);
+
+ private:
+  struct Plan;
+  using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, int, bool, bool, int,
+                         int64_t, int64_t, int64_t>;
+  Plan& plan_for(const GemmCall& c);
+
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer workspace_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace railyard::cuda

@@ -1,0 +1,314 @@
+// Every CUDA kernel of the engine against the CPU layers (railyard::cpu, in float64) on fresh
+// random inputs, in fp32 and bf16, with outputs poisoned before each run. Exit 77 without a GPU.
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "adamw_kernels.hpp"
+#include "attention.hpp"
+#include "bias_grad_kernels.hpp"
+#include "cross_entropy_kernels.hpp"
+#include "dtype.hpp"
+#include "embedding_kernels.hpp"
+#include "gelu_kernels.hpp"
+#include "gpu_check.hpp"
+#include "grad_norm_kernels.hpp"
+#include "layernorm_kernels.hpp"
+#include "matmul_cublaslt.hpp"
+#include "railyard/adamw.hpp"
+#include "railyard/cpu_kernels.hpp"
+
+using namespace railyard;
+using namespace railyard::gpu_check;
+using cuda::DeviceBuffer;
+
+namespace {
+
+// Odd-ish sizes (not powers of two) so indexing mistakes show.
+constexpr int B = 3, Tn = 96, C = 192, H = 6, V = 997, Vp = 1000;
+constexpr int N = B * Tn;
+
+std::vector<float> to_float(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+
+template <typename T>
+double tol() {
+  return std::is_same_v<T, float> ? 1e-5 : 1e-2;
+}
+
+template <typename T>
+void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
+  const int I = C, O = 3 * C;
+  std::string t = type_name<T>();
+  DevArray<T> x(size_t(N) * I), w(size_t(O) * I), b(O), y(size_t(N) * O), dy(size_t(N) * O),
+      dx(size_t(N) * I);
+  DevArray<float> dw(size_t(O) * I), db(O);
+  auto hx = x.upload(random_vec(rng, x.n));
+  auto hw = w.upload(random_vec(rng, w.n, 0.05f));
+  auto hb = b.upload(random_vec(rng, b.n));
+  auto hdy = dy.upload(random_vec(rng, dy.n));
+  auto hdw = dw.upload(random_vec(rng, dw.n));  // accumulated into
+  auto hdb = db.upload(random_vec(rng, db.n));
+  y.poison();
+  dx.poison();
+  mm.linear_forward(y.ptr(), x.ptr(), w.ptr(), b.ptr(), N, I, O, cuda::cuda_dtype<T>(), s);
+  std::vector<double> ry(y.n);
+  cpu::matmul_forward<double>(ry.data(), hx.data(), hw.data(), hb.data(), N, I, O);
+  r.check(t + " linear forward (bias epilogue)", y.download(), ry, tol<T>());
+
+  mm.linear_backward_input(dx.ptr(), dy.ptr(), w.ptr(), N, I, O, cuda::cuda_dtype<T>(), false, s);
+  mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), s);
+  cuda::bias_grad(db.ptr(), dy.ptr(), N, O, s);
+  std::vector<double> rdx(dx.n, 0.0), rdw = hdw, rdb = hdb;
+  cpu::matmul_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(), hw.data(),
+                               N, I, O);
+  r.check(t + " linear backward input", dx.download(), rdx, tol<T>());
+  r.check(t + " linear backward weight (fp32, +=)", dw.download(), rdw, 1e-5);
+  r.check(t + " bias gradient (fp32, +=)", db.download(), rdb, 1e-5);
+}
+
+template <typename T>
+void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  std::string t = type_name<T>();
+  DevArray<T> x(size_t(N) * C), delta(size_t(N) * C), w(C), b(C), out(size_t(N) * C),
+      resid(size_t(N) * C), dy(size_t(N) * C), dx(size_t(N) * C);
+  DevArray<float> mean(N), rstd(N), dw(C), db(C);
+  auto hx = x.upload(random_vec(rng, x.n, 2.0f));
+  auto hd = delta.upload(random_vec(rng, delta.n));
+  auto hw = w.upload(random_vec(rng, C));
+  auto hb = b.upload(random_vec(rng, C));
+  out.poison();
+  mean.poison();
+  rstd.poison();
+  cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), N, C, s);
+  std::vector<double> ro(out.n), rm(N), rr(N);
+  cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
+                                 N, C);
+  r.check(t + " layernorm forward", out.download(), ro, tol<T>());
+  r.check(t + " layernorm mean", mean.download(), rm, 1e-5);
+  r.check(t + " layernorm rstd", rstd.download(), rr, 1e-5);
+
+  out.poison();
+  resid.poison();
+  cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
+                                   delta.ptr(), w.ptr(), b.ptr(), N, C, s);
+  std::vector<double> rres(resid.n);
+  for (size_t i = 0; i < rres.size(); ++i) rres[i] = round_to<T>(float(hx[i] + hd[i]));
+  cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), rres.data(), hw.data(), hb.data(),
+                                 N, C);
+  r.check(t + " residual add", resid.download(), rres, 1e-7);
+  r.check(t + " residual + layernorm forward", out.download(), ro, tol<T>());
+
+  // Backward against the statistics of the plain forward on x.
+  cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
+                                 N, C);
+  DevArray<float> dmean(N), drstd(N);
+  dmean.upload(to_float(rm));
+  drstd.upload(to_float(rr));
+  auto hdy = dy.upload(random_vec(rng, dy.n));
+  auto hdx = dx.upload(random_vec(rng, dx.n));  // accumulated into
+  auto hdw = dw.upload(random_vec(rng, C));
+  auto hdb = db.upload(random_vec(rng, C));
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dy.ptr(), x.ptr(), w.ptr(), dmean.ptr(),
+                           drstd.ptr(), N, C, true, s);
+  // The device used the fp32 statistics; so does the reference.
+  std::vector<double> fm(N), fr(N);
+  for (int i = 0; i < N; ++i) fm[i] = float(rm[i]), fr[i] = float(rr[i]);
+  std::vector<double> rdx = hdx, rdw = hdw, rdb = hdb;
+  cpu::layernorm_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(),
+                                  hw.data(), fm.data(), fr.data(), N, C);
+  r.check(t + " layernorm backward dx (+=)", dx.download(), rdx, tol<T>());
+  r.check(t + " layernorm backward dw (fp32, +=)", dw.download(), rdw, 1e-5);
+  r.check(t + " layernorm backward db (fp32, +=)", db.download(), rdb, 1e-5);
+}
+
+template <typename T>
+void check_gelu(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  std::string t = type_name<T>();
+  size_t n = size_t(N) * 4 * C;
+  DevArray<T> x(n), y(n), d(n);
+  auto hx = x.upload(random_vec(rng, n, 2.0f));
+  auto hd = d.upload(random_vec(rng, n));
+  y.poison();
+  cuda::gelu_forward(y.ptr(), x.ptr(), n, s);
+  cuda::gelu_backward(d.ptr(), x.ptr(), n, s);
+  std::vector<double> ry(n), rd(n, 0.0);
+  cpu::gelu_forward<double>(ry.data(), hx.data(), int64_t(n));
+  cpu::gelu_backward<double>(rd.data(), hx.data(), hd.data(), int64_t(n));
+  r.check(t + " gelu forward", y.download(), ry, tol<T>());
+  r.check(t + " gelu backward", d.download(), rd, tol<T>());
+}
+
+template <typename T>
+void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  std::string t = type_name<T>();
+  std::vector<int32_t> tok(N);
+  std::uniform_int_distribution<int> pick(0, V - 1);
+  for (int32_t& x : tok) x = pick(rng);
+  DeviceBuffer dtok(N * sizeof(int32_t));
+  RY_CUDA(cudaMemcpy(dtok.as<int32_t>(), tok.data(), N * sizeof(int32_t), cudaMemcpyHostToDevice));
+  DevArray<T> wte(size_t(Vp) * C), wpe(size_t(Tn) * C), out(size_t(N) * C), dout(size_t(N) * C);
+  DevArray<float> dwte(size_t(Vp) * C), dwpe(size_t(Tn) * C);
+  auto hwte = wte.upload(random_vec(rng, wte.n));
+  auto hwpe = wpe.upload(random_vec(rng, wpe.n));
+  out.poison();
+  cuda::embedding_forward(out.ptr(), dtok.as<int32_t>(), wte.ptr(), wpe.ptr(), B, Tn, C, s);
+  std::vector<double> ro(out.n);
+  cpu::encoder_forward<double>(ro.data(), tok.data(), hwte.data(), hwpe.data(), B, Tn, C);
+  r.check(t + " embedding forward", out.download(), ro, tol<T>());
+  auto hdo = dout.upload(random_vec(rng, dout.n));
+  auto hdwte = dwte.upload(random_vec(rng, dwte.n));
+  auto hdwpe = dwpe.upload(random_vec(rng, dwpe.n));
+  cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), dtok.as<int32_t>(), B, Tn, C, s);
+  cpu::encoder_backward<double>(hdwte.data(), hdwpe.data(), hdo.data(), tok.data(), B, Tn, C);
+  r.check(t + " embedding backward wte (fp32, +=)", dwte.download(), hdwte, 1e-5);
+  r.check(t + " embedding backward wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
+}
+
+template <typename T>
+void check_attention(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
+  std::string t = type_name<T>();
+  cuda::AttentionShape sh{B, Tn, H, C / H};
+  DevArray<T> qkv(size_t(N) * 3 * C), out(size_t(N) * C), qkvp(3 * sh.head_elems()),
+      probs(sh.prob_elems()), oh(sh.head_elems()), dout(size_t(N) * C), dqkv(size_t(N) * 3 * C),
+      dqkvp(3 * sh.head_elems()), dprobs(sh.prob_elems()), dos(sh.head_elems());
+  auto hqkv = qkv.upload(random_vec(rng, qkv.n));
+  out.poison();
+  probs.poison();
+  cuda::attention_forward(mm, out.ptr(), qkvp.ptr(), probs.ptr(), oh.ptr(), qkv.ptr(), sh, s);
+  std::vector<double> ro(out.n), ratt(probs.n);
+  cpu::attention_forward<double>(ro.data(), ratt.data(), hqkv.data(), B, Tn, C, H);
+  r.check(t + " attention forward", out.download(), ro, tol<T>());
+  r.check(t + " attention probabilities", probs.download(), ratt, tol<T>());
+
+  auto hdo = dout.upload(random_vec(rng, dout.n));
+  dqkv.poison();
+  dprobs.poison();
+  cuda::attention_backward(mm, dqkv.ptr(), dqkvp.ptr(), dprobs.ptr(), dos.ptr(), dout.ptr(),
+                           qkvp.ptr(), probs.ptr(), sh, s);
+  // Against the device's own (rounded) probabilities, so only the backward is measured.
+  std::vector<double> dev_att = probs.download();
+  std::vector<double> rdqkv(dqkv.n, 0.0), scratch(size_t(Tn) * Tn);
+  cpu::attention_backward<double>(rdqkv.data(), scratch.data(), hdo.data(), hqkv.data(),
+                                  dev_att.data(), B, Tn, C, H);
+  r.check(t + " attention backward", dqkv.download(), rdqkv,
+          std::is_same_v<T, float> ? 1e-5 : 2e-2);
+}
+
+template <typename T>
+void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  std::string t = type_name<T>();
+  std::vector<int32_t> tgt(N);
+  std::uniform_int_distribution<int> pick(0, V - 1);
+  for (int i = 0; i < N; ++i) tgt[i] = i % 17 == 5 ? -1 : pick(rng);  // some ignored positions
+  DeviceBuffer dtgt(N * sizeof(int32_t));
+  RY_CUDA(cudaMemcpy(dtgt.as<int32_t>(), tgt.data(), N * sizeof(int32_t), cudaMemcpyHostToDevice));
+  DevArray<T> logits(size_t(N) * Vp);
+  DevArray<float> losses(N);
+  auto hl = logits.upload(random_vec(rng, logits.n, 3.0f));
+  losses.poison();
+  const float dscale = 0.37f;
+  cuda::cross_entropy_forward_backward(logits.ptr(), losses.ptr(), dtgt.as<int32_t>(), N, V, Vp,
+                                       dscale, true, s);
+  std::vector<double> rloss(N), probs(logits.n), dl(N, dscale), rd(logits.n);
+  cpu::softmax_crossentropy_forward<double>(rloss.data(), probs.data(), hl.data(), tgt.data(), N, V,
+                                            Vp);
+  cpu::softmax_crossentropy_backward<double>(rd.data(), probs.data(), dl.data(), tgt.data(), N, V,
+                                             Vp);
+  r.check(t + " cross-entropy losses", losses.download(), rloss, 1e-5);
+  r.check(t + " cross-entropy dlogits (in place)", logits.download(), rd, tol<T>());
+}
+
+template <typename T>
+void check_adamw(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  std::string t = type_name<T>();
+  const size_t n = 100003;
+  DevArray<float> p(n), m(n), v(n), g(n);
+  DevArray<T> pc(n);
+  DeviceBuffer mask(n);
+  std::vector<uint8_t> hmask(n);
+  for (size_t i = 0; i < n; ++i) hmask[i] = (i / 1000) % 2;
+  RY_CUDA(cudaMemcpy(mask.as<uint8_t>(), hmask.data(), n, cudaMemcpyHostToDevice));
+  auto hp = to_float(p.upload(random_vec(rng, n)));
+  auto hm = to_float(m.upload(random_vec(rng, n, 0.01f)));
+  auto hv0 = random_vec(rng, n, 0.01f);
+  for (float& x : hv0) x = x * x;
+  auto hv = to_float(v.upload(hv0));
+  auto hg = to_float(g.upload(random_vec(rng, n, 0.1f)));
+  pc.poison();
+  AdamWParams hpp;
+  const float lr = 3e-3f, mult = 0.7f;
+  const int64_t step = 5;
+  cuda::AdamWStep st;
+  st.lr = lr;
+  st.beta1 = hpp.beta1;
+  st.beta2 = hpp.beta2;
+  st.eps = hpp.eps;
+  st.weight_decay = hpp.weight_decay;
+  st.bias_correction1 = float(1.0 - std::pow(double(hpp.beta1), double(step)));
+  st.bias_correction2 = float(1.0 - std::pow(double(hpp.beta2), double(step)));
+  st.grad_scale = mult;
+  cuda::adamw_update(p.ptr(), std::is_same_v<T, float> ? nullptr : pc.ptr(), m.ptr(), v.ptr(),
+                     g.ptr(), mask.as<uint8_t>(), n, st, s);
+  for (size_t i = 0; i < n; i += 1000) {
+    size_t len = std::min<size_t>(1000, n - i);
+    adamw_update(hp.data() + i, hg.data() + i, hm.data() + i, hv.data() + i, len, hpp, lr, mult,
+                 step, hmask[i] != 0);
+  }
+  std::vector<double> rp(hp.begin(), hp.end()), rm(hm.begin(), hm.end()), rv(hv.begin(), hv.end());
+  r.check(t + " adamw params", p.download(), rp, 1e-6);
+  r.check(t + " adamw m", m.download(), rm, 1e-6);
+  r.check(t + " adamw v", v.download(), rv, 1e-6);
+  if constexpr (!std::is_same_v<T, float>) {
+    std::vector<double> rpc(n);
+    for (size_t i = 0; i < n; ++i) rpc[i] = round_to<T>(hp[i]);
+    r.check(t + " adamw compute copy", pc.download(), rpc, 1e-2);
+  }
+}
+
+void check_grad_norm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  const size_t n = 3000017;
+  DevArray<float> g(n);
+  auto hg = g.upload(random_vec(rng, n));
+  DevArray<double> acc(1);
+  RY_CUDA(cudaMemset(acc.ptr(), 0, sizeof(double)));
+  cuda::grad_sumsq(acc.ptr(), g.ptr(), n, s);
+  double ref = 0;
+  for (double x : hg) ref += x * x;
+  r.check("fp32 gradient sum of squares", acc.download(), {ref}, 1e-6);
+}
+
+template <typename T>
+void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
+  check_linear<T>(r, rng, mm, s);
+  check_layernorm<T>(r, rng, s);
+  check_gelu<T>(r, rng, s);
+  check_embedding<T>(r, rng, s);
+  check_attention<T>(r, rng, mm, s);
+  check_cross_entropy<T>(r, rng, s);
+  check_adamw<T>(r, rng, s);
+}
+
+}  // namespace
+
+int main() {
+  skip_without_gpu();
+  try {
+    uint64_t seed = std::random_device{}();
+    std::printf("gpu_kernels_check: seed %llu\n", static_cast<unsigned long long>(seed));
+    std::mt19937_64 rng(seed);
+    cudaStream_t s = nullptr;  // the legacy stream: downloads synchronise with it
+    cuda::Matmul mm;
+    Report r;
+    check_all<float>(r, rng, mm, s);
+    check_all<cuda::bf16>(r, rng, mm, s);
+    check_grad_norm(r, rng, s);
+    return r.exit_code();
+  } catch (const std::exception& e) {
+    std::printf("FAILED with exception: %s\n", e.what());
+    return 1;
+  }
+}
