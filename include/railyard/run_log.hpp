@@ -56,9 +56,9 @@ struct RunLog {
   std::vector<RunLogEval> evals;
 };
 
-// Appends one file's lines, `name` naming it in errors. Blank lines and lines of unknown types
-// are skipped (newer trainers may log more); malformed JSON, a line without "type", and a
-// missing or mistyped field of a known type throw RunLogError.
+// Appends one file's lines, `name` naming it in errors. Blank lines, lines of other types and
+// run events of other kinds ("launch", "bind") are skipped; malformed JSON, a line without
+// "type", and a missing or mistyped field of a known type throw RunLogError.
 void append_run_log(RunLog& log, std::istream& in, const std::string& name);
 // Reads the files in the order given; throws RunLogError for a missing file too.
 RunLog read_run_logs(const std::vector<std::string>& paths);

@@ -1,9 +1,12 @@
 #include "railyard/run_log.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace railyard {
 namespace {
@@ -131,23 +134,15 @@ void append_run_log(RunLog& log, std::istream& in, const std::string& name) {
       const int64_t step = line.integer("step");
       const std::string detail = line.text("detail", false);
       if (kind == "start" || kind == "resume") start_segment(log, kind, step, where);
-      RunMarkKind mark;
-      if (kind == "start") {
-        mark = RunMarkKind::kStart;
-      } else if (kind == "resume") {
-        mark = RunMarkKind::kResume;
-      } else if (kind == "signal") {
-        mark = RunMarkKind::kSignal;
-      } else if (kind == "requeue") {
-        mark = RunMarkKind::kRequeue;
-      } else if (kind == "stop") {
-        mark = RunMarkKind::kStop;
-      } else if (kind == "finish") {
-        mark = RunMarkKind::kFinish;
-      } else {
-        throw RunLogError(where + ": unknown run event kind \"" + kind +
-                          "\" (expected start, resume, signal, requeue, stop or finish)");
-      }
+      static const std::pair<const char*, RunMarkKind> kinds[] = {
+          {"start", RunMarkKind::kStart},   {"resume", RunMarkKind::kResume},
+          {"signal", RunMarkKind::kSignal}, {"requeue", RunMarkKind::kRequeue},
+          {"stop", RunMarkKind::kStop},     {"finish", RunMarkKind::kFinish}};
+      const auto known = std::find_if(std::begin(kinds), std::end(kinds),
+                                      [&](const auto& k) { return kind == k.first; });
+      // Other kinds ("launch", "bind", ...) describe the set-up, not the run's course.
+      if (known == std::end(kinds)) continue;
+      const RunMarkKind mark = known->second;
       log.marks.push_back(RunLogMark{mark, step, time, detail, log.segments.size() - 1});
     }
   }

@@ -31,7 +31,10 @@ def step(n, t):
 
 
 def first_run():
-    lines = [{"type": "run", "time": T0, "kind": "start", "step": 0, "detail": "4 ranks"}]
+    lines = [{"type": "run", "time": T0, "kind": "launch", "step": 0, "detail": "srun, 4 ranks"},
+             {"type": "run", "time": T0, "kind": "bind", "step": 0, "detail": "rank 0 cpus 0-7"},
+             {"type": "config", "time": T0, "layers": 12},  # another type: skipped
+             {"type": "run", "time": T0, "kind": "start", "step": 0, "detail": "4 ranks"}]
     for n in range(1, 131):
         lines.append(step(n, T0 + n * 0.5))
         if n % 25 == 0:
