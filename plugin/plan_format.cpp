@@ -38,6 +38,7 @@ std::string plan_to_json(const StepPlan& plan) {
   out["node"] = plan.node_name;
   out["enabled"] = plan.policy.enabled;
   out["policy"] = describe(plan.policy);
+  out["warnings"] = plan.warnings;
   out["tasks"] = std::move(tasks);
   return out.dump(2);
 }

@@ -39,18 +39,20 @@ bool uuid_like(std::string_view s) {
                      [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '/'; });
 }
 
-StepGpu resolve_gpu(const Topology& topology, const std::string& id) {
+StepGpu resolve_gpu(const Topology& topology, const std::string& id,
+                    std::vector<std::string>& warnings) {
   StepGpu gpu;
   gpu.id = id;
   if (all_digits(id)) {
     const size_t index = std::stoul(id);
-    if (index >= topology.gpus.size()) {
-      throw std::invalid_argument("step GPU index " + id + " is not on this node: the topology (" +
-                                  topology.source + ") has " +
-                                  std::to_string(topology.gpus.size()) +
-                                  " GPUs; refresh the cached topology XML (lstopo --of xml)");
+    if (index < topology.gpus.size()) {
+      gpu.index = static_cast<int>(index);
+    } else {
+      warnings.push_back("step GPU " + id + " is not in the topology (" + topology.source + ", " +
+                         std::to_string(topology.gpus.size()) +
+                         " GPUs): planned without its locality; refresh the cached topology "
+                         "XML (lstopo --of xml)");
     }
-    gpu.index = static_cast<int>(index);
   } else if (uuid_like(id)) {
     for (size_t i = 0; i < topology.gpus.size() && gpu.index < 0; ++i) {
       const Gpu& g = topology.gpus[i];
@@ -188,9 +190,13 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
   }
   const Policy& policy = request.policy;
 
+  StepPlan plan;
+  plan.node_name = request.node_name;
+  plan.policy = policy;
+
   std::vector<StepGpu> gpus;
   for (size_t i = 0; i < request.step_gpus.size(); ++i) {
-    StepGpu gpu = resolve_gpu(topology, request.step_gpus[i]);
+    StepGpu gpu = resolve_gpu(topology, request.step_gpus[i], plan.warnings);
     gpu.cuda_name = request.cuda_names.empty() ? gpu.id : request.cuda_names[i];
     if (!all_digits(gpu.cuda_name) && !uuid_like(gpu.cuda_name)) {
       throw std::invalid_argument("invalid CUDA device name '" + gpu.cuda_name +
@@ -216,9 +222,6 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
   // one, so ranks sharing a set spread over it in local-rank order.
   std::map<std::vector<int>, size_t> turns;
 
-  StepPlan plan;
-  plan.node_name = request.node_name;
-  plan.policy = policy;
   for (size_t t = 0; t < n_tasks; ++t) {
     TaskPlan task;
     task.local_rank = static_cast<int>(t);

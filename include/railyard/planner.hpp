@@ -44,10 +44,15 @@ struct StepPlan {
   std::string node_name;
   Policy policy;
   std::vector<TaskPlan> tasks;  // by local rank
+  // What the plan had to do without (a step GPU the topology lacks, a stale XML); the plugin
+  // shows these, the plan is still applied.
+  std::vector<std::string> warnings;
 };
 
 // Plans a step. Throws std::invalid_argument for a malformed request (a GPU id that is neither
-// an index nor a UUID, an index the topology does not have, a bad cpu list, no tasks).
+// an index nor a UUID, a bad cpu list, no tasks). A GPU index the topology does not have (fake
+// GPUs, hwloc without PCI data, a stale XML) is planned like a UUID of unknown locality: by
+// rank, with a warning.
 StepPlan plan_step(const Topology& topology, const PlanRequest& request);
 
 // The railyard-topo --json shape: {"node":..., "policy":..., "tasks":[{"local_rank":0,
