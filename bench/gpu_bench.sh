@@ -1,0 +1,113 @@
+#!/bin/bash
+# The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
+#   bash bench/gpu_bench.sh [stage...]      stages: env build check bench pytorch profile
+# (default: env build check bench pytorch). Builds railyard with CUDA, runs the GPU correctness
+# checks (tests/gpu), then times railyard-train and the PyTorch reference (bench/pytorch_gpt.py,
+# eager and torch.compile) on the same random-token file: GPT-2 124M, micro-batch 16, seq 1024,
+# bf16 with fp32 master weights. Logs and JSON lines go to $OUT (default /tmp/railyard-bench);
+# the table printed last is what bench/NOTES.md records.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/railyard-bench}
+mkdir -p "$OUT"
+STEPS=${STEPS:-40}
+GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+BUILD=${BUILD:-build-gpu}
+stages=${*:-env build check bench pytorch}
+# NVLink multicast stays off on the shared hosts (KINDS.md).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+log() { echo "== $(date -u +%H:%M:%S) $*"; }
+has() { [[ " $stages " == *" $1 "* ]]; }
+
+# Libraries the GPU machine lacks come from .gpu-deps (Debian packages, unpacked under
+# /opt/gpu-deps); their pkg-config files are rewritten to point there.
+D=/opt/gpu-deps/usr
+if [ -f .gpu-deps/unpack.sh ]; then
+  bash .gpu-deps/unpack.sh
+  mkdir -p /opt/gpu-deps/pc
+  for pc in $D/lib/x86_64-linux-gnu/pkgconfig/*.pc $D/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig/openblas.pc; do
+    [ -f "$pc" ] || continue
+    m=$(basename "$pc" .pc)
+    pkg-config --exists "$m" 2>/dev/null && continue
+    sed -e "s#^prefix=/usr\$#prefix=$D#" -e "s#=/usr/#=$D/#g" "$pc" > /opt/gpu-deps/pc/$m.pc
+  done
+  export PKG_CONFIG_PATH=/opt/gpu-deps/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
+if has env; then
+  log env
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
+  nvcc --version | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count())'
+  ls /usr/include | grep -E "nlohmann|xxhash|hwloc|cblas|gtest" | tr '\n' ' '; echo
+  ls /opt/gpu-deps/pc 2>/dev/null | tr '\n' ' '; echo
+fi
+
+if has build; then
+  log build
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$D \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DRAILYARD_PLUGIN=OFF -DRAILYARD_CUDA=ON > "$OUT/cmake.log" 2>&1 \
+    || { tail -30 "$OUT/cmake.log"; exit 1; }
+  ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check \
+    > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+  log build done
+fi
+
+if has check; then
+  log check: kernels
+  timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$OUT/gpu_kernels_check.log"
+  log check: model
+  timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee "$OUT/gpu_model_check.log"
+fi
+
+DATA=/tmp/railyard-bench-data.h5
+GPT="--layers 12 --heads 12 --dim 768 --seq 1024 --vocab 50257 --batch 16"
+if has bench || has pytorch || has profile; then
+  [ -f $DATA ] || "$BUILD/runtime/tools/railyard-data" synthetic --tokens 20000000 --vocab 50257 \
+    --seed 7 -o $DATA > /dev/null
+fi
+
+if has bench; then
+  for prec in ${PRECISIONS:-bf16}; do
+    log "bench: railyard-train cuda $prec x1 ($STEPS steps)"
+    rm -rf /tmp/ry-ckpt "$OUT/railyard_${prec}_x1.jsonl"
+    timeout 300 "$BUILD/runtime/tools/railyard-train" --data $DATA $GPT --steps "$STEPS" \
+      --device cuda --precision "$prec" --log-every 10 --ckpt-dir /tmp/ry-ckpt --ckpt-every 20 \
+      --log-json "$OUT/railyard_${prec}_x1.jsonl" 2>&1 | tail -8
+  done
+  if [ "$GPUS" -ge 2 ]; then
+    log "bench: railyard-train cuda bf16 x$GPUS"
+    rm -rf /tmp/ry-ckpt
+    timeout 300 mpirun -np "$GPUS" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH \
+      "$BUILD/runtime/tools/railyard-train" --data $DATA $GPT --steps "$STEPS" --device cuda \
+      --precision bf16 --log-every 10 --log-json "$OUT/railyard_bf16_x$GPUS.jsonl" 2>&1 | tail -8
+  fi
+fi
+
+if has pytorch; then
+  for mode in eager compile; do
+    flag=""; [ $mode = compile ] && flag="--compile"
+    log "pytorch $mode x1"
+    timeout 400 python3 bench/pytorch_gpt.py --data $DATA --steps "$STEPS" $flag 2>&1 \
+      | grep -v Warning | tee -a "$OUT/pytorch.jsonl.log" | tail -3
+    if [ "$GPUS" -ge 2 ]; then
+      log "pytorch $mode DDP x$GPUS"
+      timeout 400 torchrun --standalone --nproc_per_node "$GPUS" bench/pytorch_gpt.py --data $DATA \
+        --steps "$STEPS" $flag 2>&1 | grep -v Warning | tee -a "$OUT/pytorch.jsonl.log" | tail -3
+    fi
+  done
+fi
+
+if has profile; then
+  # Per-kernel device time of two training steps (ncu replays each kernel once for its duration).
+  log profile
+  timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 2000 \
+    --launch-count 900 --csv --log-file "$OUT/ncu.csv" "$BUILD/runtime/tools/railyard-train" \
+    --data $DATA $GPT --steps 6 --device cuda --precision bf16 --log-every 0 > /dev/null 2>&1
+  python3 bench/gpu_profile_table.py "$OUT/ncu.csv" | tee "$OUT/profile.txt"
+fi
+
+log summary
+python3 bench/gpu_bench_table.py "$OUT" | tee "$OUT/table.md"
