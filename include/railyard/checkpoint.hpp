@@ -29,7 +29,7 @@ struct CheckpointInfo {
   std::string path;
   int64_t step = -1;
   uint64_t bytes = 0;
-  double mtime = 0;   // seconds since the epoch
+  double mtime = 0;  // seconds since the epoch
   bool valid = false;
   std::string error;  // why not valid
 };
@@ -54,30 +54,38 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expec
 class CheckpointStore {
  public:
   // Collective over comm. Rank 0 creates `dir` (mode 0700) if missing and removes stale
-  // temporary files left by a killed writer. Throws CheckpointError when `dir` is unusable.
+  // temporary files left by a killed writer (one job per directory). `keep` 0 keeps every
+  // checkpoint. Ignores SIGXFSZ (if still default) so a file-size limit fails a save with an
+  // error instead of killing the job. Throws CheckpointError when `dir` is unusable.
   CheckpointStore(std::string dir, int keep, Communicator& comm);
-  ~CheckpointStore();  // waits for a background save
+  ~CheckpointStore();  // joins a background save (locally; errors are printed, not thrown)
 
   // Synchronous, collective save of this step; durable when it returns; then prunes to `keep`
   // (never deleting the newest valid checkpoint). Throws CheckpointError on failure, deleting
-  // nothing.
+  // nothing. Waits for a pending background save first (its failure is printed, not thrown).
+  // Every rank passes the full params; m and v are either whole on every rank or this rank's
+  // shard [shard_begin, shard_end) (the shards partitioning the layout in rank order).
   SaveResult save(const ParamLayout& layout, const GptConfig& model, const ModelState& state,
                   const TrainProgress& progress);
-  // Collective: gathers the state to the writing rank now, writes it on a background thread.
-  // A previous background save is waited for first.
+  // Collective: gathers the state to the writing rank now, writes it on a background thread
+  // of rank 0 (the caller is blocked only for the gather). A previous background save is waited
+  // for first (like wait(), rethrowing its error).
   void save_async(const ParamLayout& layout, const GptConfig& model, ModelState state,
                   TrainProgress progress);
-  // Waits for the background save; returns its result (if one ran) or rethrows its error.
+  // Collective: waits for the background save; on every rank returns its result (if one ran)
+  // or throws its CheckpointError.
   std::optional<SaveResult> wait();
 
-  // Newest first, each verified.
+  // Newest first, each fully verified (not collective; any rank may call it).
   std::vector<CheckpointInfo> list() const;
-  // The newest checkpoint that verifies and matches `expect`; each rejected one is passed to
-  // `warn` with the reason. nullopt when none is usable.
+  // Collective: the newest checkpoint that verifies and matches `expect`, read by rank 0 and
+  // broadcast; each rejected one is passed to `warn` (on rank 0) with the reason. nullopt when
+  // none is usable.
   std::optional<LoadedCheckpoint> load_latest(const GptConfig& expect,
                                               const std::function<void(const std::string&)>& warn);
 
-  // Measured write rate of the last save, bytes/s (0 before the first save).
+  // Measured write rate of the last save (from creating the file until durable), bytes/s
+  // (0 before the first save).
   double write_rate() const;
   const std::string& dir() const;
 

@@ -1,0 +1,85 @@
+#include "checkpoint_format.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "dataset_checksum.hpp"
+
+namespace railyard::ckpt_format {
+namespace {
+
+template <typename T>
+void put(std::vector<unsigned char>& out, T v) {
+  static_assert(sizeof(T) == 8);
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, 8);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<unsigned char>(bits >> (8 * i)));
+}
+
+bool all_digits(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+uint64_t meta_checksum(const Meta& meta, int64_t format_version) {
+  std::vector<unsigned char> b;
+  const TrainProgress& p = meta.progress;
+  put<int64_t>(b, format_version);
+  put<int64_t>(b, p.step);
+  put<int64_t>(b, p.tokens_seen);
+  put<int64_t>(b, meta.adam_step);
+  put<int64_t>(b, p.world_size);
+  put<double>(b, p.lr);
+  put<uint64_t>(b, p.loader.seed);
+  put<uint64_t>(b, p.loader.epoch);
+  put<uint64_t>(b, p.loader.cursor);
+  for (int v : {meta.model.vocab, meta.model.padded_vocab, meta.model.max_seq, meta.model.layers,
+                meta.model.heads, meta.model.dim}) {
+    put<int64_t>(b, v);
+  }
+  return xxh3_64(b.data(), b.size());
+}
+
+std::string file_name(int64_t step) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ckpt-%08" PRId64 ".h5", step);
+  return buf;
+}
+
+std::string temp_name(int64_t step, long pid) {
+  return "." + file_name(step) + ".tmp-" + std::to_string(pid);
+}
+
+std::optional<int64_t> step_of(const std::string& name) {
+  if (name.size() <= 8 || name.rfind("ckpt-", 0) != 0 || name.substr(name.size() - 3) != ".h5") {
+    return std::nullopt;
+  }
+  const std::string digits = name.substr(5, name.size() - 8);
+  if (!all_digits(digits) || digits.size() > 18) return std::nullopt;
+  return std::stoll(digits);
+}
+
+bool is_temp_name(const std::string& name) {
+  const size_t tmp = name.find(".h5.tmp-");
+  return name.rfind(".ckpt-", 0) == 0 && tmp != std::string::npos &&
+         step_of(name.substr(1, tmp + 3 - 1)).has_value();
+}
+
+std::string iso_time(double unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace railyard::ckpt_format

@@ -1,0 +1,41 @@
+#pragma once
+// Names and constants of the checkpoint file (docs/checkpoint-format.md), shared by the writer,
+// the reader and the store.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "railyard/gpt_config.hpp"
+#include "railyard/train_state.hpp"
+
+namespace railyard::ckpt_format {
+
+constexpr int64_t kVersion = 1;
+constexpr const char* kChecksumAttr = "xxh3_64";
+constexpr const char* kMetaChecksumAttr = "meta_xxh3_64";
+
+// What the root and /model attributes hold, besides the datasets.
+struct Meta {
+  GptConfig model;
+  TrainProgress progress;  // rng_state and config_json are datasets, not covered here
+  int64_t adam_step = 0;
+  double created_unix = 0;
+};
+
+// XXH3-64 of the scalar metadata packed little-endian in this order (docs give the Python):
+// format_version, step, tokens_seen, adam_step, world_size (int64), lr (float64),
+// loader_seed, loader_epoch, loader_cursor (uint64),
+// vocab, padded_vocab, max_seq, layers, heads, dim (int64).
+uint64_t meta_checksum(const Meta& meta, int64_t format_version);
+
+// "ckpt-00001234.h5", and its temporary ".ckpt-00001234.h5.tmp-<pid>".
+std::string file_name(int64_t step);
+std::string temp_name(int64_t step, long pid);
+// The step of a checkpoint file name; nullopt for any other name.
+std::optional<int64_t> step_of(const std::string& name);
+bool is_temp_name(const std::string& name);
+
+std::string iso_time(double unix_seconds);
+
+}  // namespace railyard::ckpt_format

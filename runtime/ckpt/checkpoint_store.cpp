@@ -1,0 +1,530 @@
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <utility>
+
+#include "background_writer.hpp"
+#include "checkpoint_format.hpp"
+#include "checkpoint_writer.hpp"
+#include "collective_error.hpp"
+#include "railyard/checkpoint.hpp"
+#include "railyard/communicator.hpp"
+#include "railyard/durable_file.hpp"
+
+namespace railyard {
+namespace {
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double now_mono() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Entry {
+  std::string name;
+  int64_t step;
+};
+
+// Checkpoint files (by name) in `dir`, newest step first; symlinks are included so list() can
+// report them, the writer and pruning skip them.
+std::vector<Entry> scan(const std::string& dir) {
+  std::vector<Entry> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (auto step = ckpt_format::step_of(name)) out.push_back({name, *step});
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
+    return a.step != b.step ? a.step > b.step : a.name > b.name;
+  });
+  return out;
+}
+
+bool is_regular_nolink(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void remove_stale_temps(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = readdir(d)) {
+    if (ckpt_format::is_temp_name(e->d_name)) stale.push_back(dir + "/" + e->d_name);
+  }
+  closedir(d);
+  for (const std::string& p : stale) {
+    if (is_regular_nolink(p)) remove_file(p);
+  }
+}
+
+// Keeps the `keep` newest checkpoints at or below `saved_step` (the one just made durable among
+// them); older ones go. Newer files than the save (left from another history) are not touched,
+// so a resume that skipped a damaged newer file never loses the checkpoint it resumed from.
+void prune(const std::string& dir, int keep, int64_t saved_step) {
+  if (keep <= 0) return;
+  int kept = 0;
+  for (const Entry& e : scan(dir)) {
+    if (e.step > saved_step) continue;
+    const std::string path = dir + "/" + e.name;
+    if (!is_regular_nolink(path)) continue;
+    if (kept < keep) {
+      ++kept;
+      continue;
+    }
+    remove_file(path);
+  }
+}
+
+uint64_t file_bytes(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// An upper-bound-ish estimate, to refuse early when the filesystem cannot hold the file.
+uint64_t estimate_bytes(const ParamLayout& layout, const TrainProgress& p) {
+  uint64_t elems = 0;
+  for (const TensorSpec& t : layout.tensors()) elems += t.numel;
+  return 3 * elems * sizeof(float) + p.config_json.size() + 8 * p.rng_state.size() +
+         2048 * (3 * layout.tensors().size() + 16);
+}
+
+struct Ranges {
+  std::vector<uint64_t> begin, end;
+  bool replicated = true;  // every rank holds the whole state (no ZeRO)
+};
+
+std::string check_local(const ParamLayout& layout, const ModelState& s) {
+  if (s.params.size() != layout.total()) {
+    return "params hold " + std::to_string(s.params.size()) + " elements, the layout " +
+           std::to_string(layout.total());
+  }
+  if (s.shard_begin > s.shard_end || s.shard_end > layout.total() ||
+      s.m.size() != s.shard_end - s.shard_begin || s.v.size() != s.m.size()) {
+    return "moments do not match their shard [" + std::to_string(s.shard_begin) + ", " +
+           std::to_string(s.shard_end) + ") (m " + std::to_string(s.m.size()) + ", v " +
+           std::to_string(s.v.size()) + " elements)";
+  }
+  return "";
+}
+
+Ranges exchange_ranges(Communicator& comm, const ModelState& s, size_t total) {
+  const int n = comm.size();
+  std::vector<uint64_t> mine = {s.shard_begin, s.shard_end}, all(2 * static_cast<size_t>(n));
+  if (MPI_Allgather(mine.data(), 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm.native()) !=
+      MPI_SUCCESS) {
+    throw std::runtime_error("MPI_Allgather of shard ranges failed");
+  }
+  Ranges r;
+  for (int q = 0; q < n; ++q) {
+    r.begin.push_back(all[2 * q]);
+    r.end.push_back(all[2 * q + 1]);
+    if (r.begin.back() != 0 || r.end.back() != total) r.replicated = false;
+  }
+  if (r.replicated) return r;
+  for (int q = 0; q < n; ++q) {
+    const uint64_t expect_begin = q == 0 ? 0 : r.end[q - 1];
+    if (r.begin[q] != expect_begin || (q == n - 1 && r.end[q] != total)) {
+      throw std::runtime_error("the ranks' moment shards do not partition [0, " +
+                               std::to_string(total) + ") in rank order (rank " +
+                               std::to_string(q) + " holds [" + std::to_string(r.begin[q]) + ", " +
+                               std::to_string(r.end[q]) + "))");
+    }
+  }
+  return r;
+}
+
+constexpr size_t kChunk = size_t{1} << 28;  // elements per MPI message
+
+// Rank 0 receives every shard of `mine` into `full`; the others send theirs.
+void gather_to_root(Communicator& comm, const Ranges& r, const std::vector<float>& mine,
+                    std::vector<float>& full, size_t total) {
+  if (comm.rank() == 0) {
+    full.assign(total, 0.0f);
+    std::copy(mine.begin(), mine.end(), full.begin() + static_cast<std::ptrdiff_t>(r.begin[0]));
+    for (int q = 1; q < comm.size(); ++q) {
+      for (uint64_t off = r.begin[q]; off < r.end[q]; off += kChunk) {
+        const int n = static_cast<int>(std::min<uint64_t>(kChunk, r.end[q] - off));
+        if (MPI_Recv(full.data() + off, n, MPI_FLOAT, q, 77, comm.native(), MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS) {
+          throw std::runtime_error("MPI_Recv of a moment shard failed");
+        }
+      }
+    }
+  } else {
+    for (size_t off = 0; off < mine.size(); off += kChunk) {
+      const int n = static_cast<int>(std::min(kChunk, mine.size() - off));
+      if (MPI_Send(mine.data() + off, n, MPI_FLOAT, 0, 77, comm.native()) != MPI_SUCCESS) {
+        throw std::runtime_error("MPI_Send of a moment shard failed");
+      }
+    }
+  }
+}
+
+template <typename T>
+void bcast_vec(Communicator& comm, std::vector<T>& v) {
+  uint64_t n = v.size();
+  comm.broadcast(&n, sizeof n, 0);
+  v.resize(n);
+  if (n > 0) comm.broadcast(v.data(), n * sizeof(T), 0);
+}
+
+template <typename T>
+void bcast_pod(Communicator& comm, T& v) {
+  comm.broadcast(&v, sizeof v, 0);
+}
+
+void bcast_progress(Communicator& comm, TrainProgress& p) {
+  bcast_pod(comm, p.step);
+  bcast_pod(comm, p.tokens_seen);
+  bcast_pod(comm, p.lr);
+  bcast_pod(comm, p.loader);
+  bcast_pod(comm, p.world_size);
+  bcast_vec(comm, p.rng_state);
+  broadcast_string(comm, p.config_json, 0);
+}
+
+}  // namespace
+
+struct CheckpointStore::Impl {
+  std::string dir;
+  int keep;
+  Communicator& comm;
+  BackgroundWriter background;  // rank 0 only
+  bool async_pending = false;   // on every rank, so wait() stays collective
+  double rate = 0;
+
+  Impl(std::string d, int k, Communicator& c) : dir(std::move(d)), keep(k), comm(c) {}
+
+  std::string final_path(int64_t step) const { return dir + "/" + ckpt_format::file_name(step); }
+
+  // Rank 0 checks the target and creates the private temporary file.
+  std::string prepare(int64_t step, uint64_t estimate) {
+    const std::string final_p = final_path(step);
+    struct stat st {};
+    if (lstat(final_p.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      throw std::runtime_error(final_p + " exists and is " +
+                               (S_ISLNK(st.st_mode) ? "a symlink" : "not a regular file") +
+                               "; refusing to write through it");
+    }
+    const unsigned long long free = free_bytes(dir);
+    if (free < estimate) {
+      throw std::runtime_error("not enough space in " + dir + ": the checkpoint needs about " +
+                               std::to_string(estimate) + " bytes, " + std::to_string(free) +
+                               " are free");
+    }
+    const std::string tmp = dir + "/" + ckpt_format::temp_name(step, static_cast<long>(getpid()));
+    remove_file(tmp);
+    create_private_file(tmp);
+    return tmp;
+  }
+
+  // Rank 0, after the file's contents are written: durable, renamed, pruned.
+  SaveResult finish(const std::string& tmp, int64_t step, double t_start) {
+    const std::string final_p = final_path(step);
+    fsync_file(tmp);
+    durable_rename(tmp, final_p);
+    SaveResult r;
+    r.path = final_p;
+    r.bytes = file_bytes(final_p);
+    r.seconds = now_mono() - t_start;
+    prune(dir, keep, step);
+    return r;
+  }
+
+  // Rank 0 alone writes the whole state (sync on the caller's thread or async on the writer's).
+  SaveResult write_whole(const ParamLayout& layout, const ckpt_format::Meta& meta,
+                         const WriteSlice& slice, double t_start) {
+    const double t_write = now_mono();
+    const std::string tmp = prepare(meta.progress.step, estimate_bytes(layout, meta.progress));
+    try {
+      write_checkpoint_file(tmp, layout, meta, slice);
+      SaveResult r = finish(tmp, meta.progress.step, t_start);
+      rate = static_cast<double>(r.bytes) / std::max(1e-9, now_mono() - t_write);
+      return r;
+    } catch (...) {
+      try {
+        remove_file(tmp);
+      } catch (const std::exception&) {
+        // The original error is the one worth reporting; a leftover temp is cleaned on start.
+      }
+      throw;
+    }
+  }
+
+  // Every rank learns rank 0's outcome.
+  SaveResult share_result(const std::string& error, SaveResult r) {
+    raise_if_any(&comm, error);
+    broadcast_string(comm, r.path, 0);
+    bcast_pod(comm, r.bytes);
+    bcast_pod(comm, r.seconds);
+    bcast_pod(comm, rate);
+    return r;
+  }
+};
+
+CheckpointStore::CheckpointStore(std::string dir, int keep, Communicator& comm)
+    : impl_(std::make_unique<Impl>(std::move(dir), keep, comm)) {
+  while (impl_->dir.size() > 1 && impl_->dir.back() == '/') impl_->dir.pop_back();
+  // A file-size limit (ulimit -f) must fail the save with EFBIG, not kill the job with SIGXFSZ.
+  struct sigaction sa {};
+  if (sigaction(SIGXFSZ, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGXFSZ, SIG_IGN);
+  std::string error;
+  if (keep < 0) {
+    error = "--keep " + std::to_string(keep) + " is negative (0 keeps every checkpoint)";
+  } else if (comm.rank() == 0) {
+    try {
+      ensure_private_dir(impl_->dir);
+      remove_stale_temps(impl_->dir);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  try {
+    raise_if_any(&comm, error);
+  } catch (const std::exception& e) {
+    throw CheckpointError(std::string("checkpoint directory: ") + e.what());
+  }
+}
+
+CheckpointStore::~CheckpointStore() {
+  try {
+    impl_->background.join();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "railyard: background checkpoint failed: %s\n", e.what());
+  }
+}
+
+SaveResult CheckpointStore::save(const ParamLayout& layout, const GptConfig& model,
+                                 const ModelState& state, const TrainProgress& progress) {
+  Impl& s = *impl_;
+  const double t_start = now_mono();
+  try {
+    wait();
+  } catch (const CheckpointError& e) {
+    // The save in hand matters more; the earlier failure is still reported.
+    if (s.comm.rank() == 0) std::fprintf(stderr, "railyard: %s\n", e.what());
+  }
+  const std::string context =
+      "checkpoint of step " + std::to_string(progress.step) + " in " + s.dir + " failed: ";
+  Ranges ranges;
+  try {
+    raise_if_any(&s.comm, check_local(layout, state));
+    ranges = exchange_ranges(s.comm, state, layout.total());
+  } catch (const std::exception& e) {
+    throw CheckpointError(context + e.what());
+  }
+  ckpt_format::Meta meta{model, progress, state.adam_step, now_unix()};
+
+#if RAILYARD_PARALLEL_HDF5
+  if (!ranges.replicated) {
+    // Sharded state, parallel HDF5: every rank writes its own hyperslabs of one file.
+    try {
+      bcast_progress(s.comm, meta.progress);
+      bcast_pod(s.comm, meta.created_unix);
+      std::string tmp, error;
+      if (s.comm.rank() == 0) {
+        try {
+          tmp = s.prepare(progress.step, estimate_bytes(layout, progress));
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      }
+      raise_if_any(&s.comm, error);
+      broadcast_string(s.comm, tmp, 0);
+      const double t_write = now_mono();
+      const WriteSlice slice{state.params.data(), state.m.data(), state.v.data(), state.shard_begin,
+                             state.shard_end};
+      SaveResult r;
+      try {
+        write_checkpoint_collective(s.comm, tmp, layout, meta, slice);
+        if (s.comm.rank() == 0) {
+          r = s.finish(tmp, progress.step, t_start);
+          s.rate = static_cast<double>(r.bytes) / std::max(1e-9, now_mono() - t_write);
+        }
+      } catch (const std::exception& e) {
+        if (s.comm.rank() == 0) remove_file(tmp);
+        error = e.what();
+      }
+      return s.share_result(error, r);
+    } catch (const std::exception& e) {
+      throw CheckpointError(context + e.what());
+    }
+  }
+#endif
+  try {
+    // Replicated state is written by rank 0 as it is; shards are gathered to rank 0 first.
+    std::vector<float> m_full, v_full;
+    WriteSlice slice{state.params.data(), state.m.data(), state.v.data(), 0, layout.total()};
+    if (!ranges.replicated) {
+      gather_to_root(s.comm, ranges, state.m, m_full, layout.total());
+      gather_to_root(s.comm, ranges, state.v, v_full, layout.total());
+      slice.m = m_full.data();
+      slice.v = v_full.data();
+    }
+    std::string error;
+    SaveResult r;
+    if (s.comm.rank() == 0) {
+      try {
+        r = s.write_whole(layout, meta, slice, t_start);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    return s.share_result(error, r);
+  } catch (const std::exception& e) {
+    throw CheckpointError(context + e.what());
+  }
+}
+
+void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& model,
+                                 ModelState state, TrainProgress progress) {
+  Impl& s = *impl_;
+  const double t_start = now_mono();
+  wait();
+  const std::string context = "background checkpoint of step " + std::to_string(progress.step) +
+                              " in " + s.dir + " failed: ";
+  Ranges ranges;
+  try {
+    raise_if_any(&s.comm, check_local(layout, state));
+    ranges = exchange_ranges(s.comm, state, layout.total());
+    if (!ranges.replicated) {
+      // MPI stays on the caller's thread (MPI_THREAD_FUNNELED): gather here, write there.
+      std::vector<float> m_full, v_full;
+      gather_to_root(s.comm, ranges, state.m, m_full, layout.total());
+      gather_to_root(s.comm, ranges, state.v, v_full, layout.total());
+      state.m = std::move(m_full);
+      state.v = std::move(v_full);
+      state.shard_begin = 0;
+      state.shard_end = layout.total();
+    }
+  } catch (const std::exception& e) {
+    throw CheckpointError(context + e.what());
+  }
+  s.async_pending = true;
+  if (s.comm.rank() != 0) return;
+  auto job = [&s, layout,
+              meta = ckpt_format::Meta{model, std::move(progress), state.adam_step, now_unix()},
+              st = std::move(state), t_start, context]() {
+    try {
+      const WriteSlice slice{st.params.data(), st.m.data(), st.v.data(), 0, layout.total()};
+      return s.write_whole(layout, meta, slice, t_start);
+    } catch (const std::exception& e) {
+      throw CheckpointError(context + e.what());
+    }
+  };
+  s.background.start(std::move(job));
+}
+
+std::optional<SaveResult> CheckpointStore::wait() {
+  Impl& s = *impl_;
+  if (!s.async_pending) return std::nullopt;
+  s.async_pending = false;
+  std::string error;
+  SaveResult r;
+  if (s.comm.rank() == 0) {
+    try {
+      if (auto got = s.background.join()) r = *got;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  try {
+    return s.share_result(error, r);
+  } catch (const std::exception& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+std::vector<CheckpointInfo> CheckpointStore::list() const {
+  std::vector<CheckpointInfo> out;
+  for (const Entry& e : scan(impl_->dir)) {
+    CheckpointInfo info;
+    info.path = impl_->dir + "/" + e.name;
+    info.step = e.step;
+    struct stat st {};
+    if (lstat(info.path.c_str(), &st) == 0) {
+      info.bytes = static_cast<uint64_t>(st.st_size);
+      info.mtime = static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * st.st_mtim.tv_nsec;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      info.error = info.path + ": not a regular file (symlinks are not followed)";
+    } else {
+      try {
+        const LoadedCheckpoint c = read_checkpoint(info.path);
+        if (c.progress.step != e.step) {
+          info.error = info.path + ": holds step " + std::to_string(c.progress.step) +
+                       ", its name says " + std::to_string(e.step);
+        } else {
+          info.valid = true;
+        }
+      } catch (const CheckpointError& err) {
+        info.error = err.what();
+      }
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::optional<LoadedCheckpoint> CheckpointStore::load_latest(
+    const GptConfig& expect, const std::function<void(const std::string&)>& warn) {
+  Impl& s = *impl_;
+  wait();
+  LoadedCheckpoint got;
+  int found = 0;
+  if (s.comm.rank() == 0) {
+    for (const Entry& e : scan(s.dir)) {
+      const std::string path = s.dir + "/" + e.name;
+      try {
+        if (!is_regular_nolink(path)) {
+          throw CheckpointError(path + ": not a regular file (symlinks are not followed)");
+        }
+        got = read_checkpoint(path, &expect);
+        if (got.progress.step != e.step) {
+          throw CheckpointError(path + ": holds step " + std::to_string(got.progress.step) +
+                                ", its name says " + std::to_string(e.step));
+        }
+        found = 1;
+        break;
+      } catch (const CheckpointError& err) {
+        if (warn) warn(std::string(err.what()) + "; trying an older checkpoint");
+      }
+    }
+  }
+  bcast_pod(s.comm, found);
+  if (!found) return std::nullopt;
+  if (s.comm.size() > 1) {
+    broadcast_string(s.comm, got.path, 0);
+    bcast_pod(s.comm, got.model);
+    bcast_progress(s.comm, got.progress);
+    bcast_vec(s.comm, got.state.params);
+    bcast_vec(s.comm, got.state.m);
+    bcast_vec(s.comm, got.state.v);
+    bcast_pod(s.comm, got.state.shard_begin);
+    bcast_pod(s.comm, got.state.shard_end);
+    bcast_pod(s.comm, got.state.adam_step);
+  }
+  return got;
+}
+
+double CheckpointStore::write_rate() const {
+  return impl_->rate;
+}
+
+const std::string& CheckpointStore::dir() const {
+  return impl_->dir;
+}
+
+}  // namespace railyard

@@ -1,0 +1,306 @@
+#include "checkpoint_writer.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+#include "collective_error.hpp"
+#include "dataset_checksum.hpp"
+#include "hdf5_handle.hpp"
+#include "railyard/communicator.hpp"
+
+namespace railyard {
+namespace {
+
+using h5::check;
+using h5::Id;
+
+struct Block {
+  std::vector<hsize_t> start, count;
+};
+
+// The flat row-major element range [a, b) of an array of `shape`, as rectangular blocks (a shard
+// boundary may cut a matrix mid-row: partial first row, full rows, partial last row, per level).
+void range_blocks(const std::vector<hsize_t>& shape, size_t dim, std::vector<hsize_t>& prefix,
+                  hsize_t a, hsize_t b, std::vector<Block>& out) {
+  if (a >= b) return;
+  const size_t rank = shape.size();
+  auto push = [&](hsize_t first, hsize_t n) {
+    Block blk;
+    blk.start = prefix;
+    blk.count.assign(prefix.size(), 1);
+    blk.start.push_back(first);
+    blk.count.push_back(n);
+    for (size_t d = dim + 1; d < rank; ++d) {
+      blk.start.push_back(0);
+      blk.count.push_back(shape[d]);
+    }
+    out.push_back(std::move(blk));
+  };
+  if (dim + 1 == rank) {
+    push(a, b - a);
+    return;
+  }
+  hsize_t stride = 1;
+  for (size_t d = dim + 1; d < rank; ++d) stride *= shape[d];
+  if (a % stride != 0) {
+    const hsize_t row = a / stride;
+    const hsize_t row_end = std::min(b, (row + 1) * stride);
+    prefix.push_back(row);
+    range_blocks(shape, dim + 1, prefix, a - row * stride, row_end - row * stride, out);
+    prefix.pop_back();
+    a = row_end;
+  }
+  if (a >= b) return;
+  const hsize_t full = (b - a) / stride;
+  if (full > 0) {
+    push(a / stride, full);
+    a += full * stride;
+  }
+  if (a < b) {
+    const hsize_t row = a / stride;
+    prefix.push_back(row);
+    range_blocks(shape, dim + 1, prefix, 0, b - row * stride, out);
+    prefix.pop_back();
+  }
+}
+
+// Selects the flat range [a, b) (not empty) of the dataset's space.
+void select_range(hid_t space, const std::vector<hsize_t>& shape, hsize_t a, hsize_t b) {
+  std::vector<Block> blocks;
+  std::vector<hsize_t> prefix;
+  range_blocks(shape, 0, prefix, a, b, blocks);
+  bool first = true;
+  for (const Block& blk : blocks) {
+    check(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, blk.start.data(),
+                              nullptr, blk.count.data(), nullptr),
+          "H5Sselect_hyperslab");
+    first = false;
+  }
+}
+
+// Runs the phases of a write. Alone, an error throws at once; collectively, every rank finishes
+// the phase, then all learn whether any failed and throw together, so no rank is left waiting
+// in a collective HDF5 call that the others abandoned.
+class Team {
+ public:
+  explicit Team(Communicator* comm) : comm_(comm) {}
+  bool collective() const { return comm_ != nullptr; }
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int size() const { return comm_ ? comm_->size() : 1; }
+  Communicator* comm() const { return comm_; }
+
+  void phase(const std::function<void()>& fn) {
+    std::string err;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      err = e.what();
+      if (err.empty()) err = "unknown error";
+    }
+    raise_if_any(comm_, err);
+  }
+
+ private:
+  Communicator* comm_;
+};
+
+struct Arrays {
+  const char* group;
+  const float* base;  // element `begin` of this process's range
+};
+
+// Each tensor's XXH3-64 per array, over the whole logical tensor. Collectively, the tensor's
+// pieces are hashed in rank order, the hash state passed from rank to rank.
+std::vector<uint64_t> tensor_digests(Team& team, const ParamLayout& layout, const Arrays& arr,
+                                     const WriteSlice& s, int tag_base) {
+  const auto& ts = layout.tensors();
+  std::vector<uint64_t> digests(ts.size(), 0);
+  if (!team.collective()) {
+    for (size_t i = 0; i < ts.size(); ++i) {
+      digests[i] = xxh3_64(arr.base + (ts[i].offset - s.begin), ts[i].numel * sizeof(float));
+    }
+    return digests;
+  }
+  Communicator& comm = *team.comm();
+  const int rank = comm.rank();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const size_t t0 = ts[i].offset, t1 = ts[i].offset + ts[i].numel;
+    const size_t a = std::max(t0, s.begin), b = std::min(t1, s.end);
+    if (a >= b) continue;
+    Xxh3Stream h;
+    const int tag = tag_base + static_cast<int>(i % 30000);
+    // The previous rank holds the tensor's earlier elements when this piece does not start it.
+    if (a > t0) {
+      std::vector<unsigned char> received(Xxh3Stream::state_bytes());
+      if (MPI_Recv(received.data(), static_cast<int>(received.size()), MPI_BYTE, rank - 1, tag,
+                   comm.native(), MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        throw std::runtime_error("MPI_Recv of a checksum state failed");
+      }
+      h.adopt(received.data());
+    }
+    h.update(arr.base + (a - s.begin), (b - a) * sizeof(float));
+    if (b < t1) {
+      if (MPI_Send(h.state(), static_cast<int>(Xxh3Stream::state_bytes()), MPI_BYTE, rank + 1, tag,
+                   comm.native()) != MPI_SUCCESS) {
+        throw std::runtime_error("MPI_Send of a checksum state failed");
+      }
+    } else {
+      digests[i] = h.digest();
+    }
+  }
+  // Exactly one rank holds each digest; the others contribute zero bits.
+  if (MPI_Allreduce(MPI_IN_PLACE, digests.data(), static_cast<int>(digests.size()), MPI_UINT64_T,
+                    MPI_BOR, comm.native()) != MPI_SUCCESS) {
+    throw std::runtime_error("MPI_Allreduce of checksums failed");
+  }
+  return digests;
+}
+
+Id make_group(hid_t parent, const char* name) {
+  Id gcpl = h5::check_plist(H5Pcreate(H5P_GROUP_CREATE), "H5Pcreate(group)");
+  // Tensors are listed in model order (h5py's keys() and our reader follow creation order).
+  check(H5Pset_link_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
+        "H5Pset_link_creation_order");
+  return h5::check_group(H5Gcreate2(parent, name, H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
+                         std::string("creating group ") + name);
+}
+
+// A 1-D dataset written whole by rank 0 (others select nothing).
+void write_small(Team& team, hid_t file, hid_t xfer, const char* name, hid_t file_type,
+                 hid_t mem_type, const void* data, size_t n, size_t elem_bytes) {
+  const hsize_t dims[1] = {static_cast<hsize_t>(n)};
+  Id space = h5::check_space(H5Screate_simple(1, dims, nullptr), "H5Screate_simple");
+  Id dset = h5::check_dataset(
+      H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      std::string("creating dataset ") + name);
+  Id mspace = h5::check_space(H5Screate_simple(1, dims, nullptr), "H5Screate_simple");
+  if (team.rank() != 0 || n == 0) {
+    check(H5Sselect_none(space.get()), "H5Sselect_none");
+    check(H5Sselect_none(mspace.get()), "H5Sselect_none");
+  }
+  check(H5Dwrite(dset.get(), mem_type, mspace.get(), space.get(), xfer, data),
+        std::string("writing dataset ") + name);
+  h5::write_attr_u64(dset.get(), ckpt_format::kChecksumAttr, xxh3_64(data, n * elem_bytes));
+}
+
+void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format::Meta& meta,
+               const WriteSlice& s) {
+  Id xfer = h5::check_plist(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(xfer)");
+#if RAILYARD_PARALLEL_HDF5
+  if (team.collective()) {
+    check(H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
+  }
+#endif
+  const hid_t f = file.get();
+  const TrainProgress& p = meta.progress;
+  team.phase([&] {
+    h5::write_attr_i64(f, "format_version", ckpt_format::kVersion);
+    h5::write_attr_i64(f, "step", p.step);
+    h5::write_attr_i64(f, "tokens_seen", p.tokens_seen);
+    h5::write_attr_f64(f, "lr", p.lr);
+    h5::write_attr_i64(f, "adam_step", meta.adam_step);
+    h5::write_attr_i64(f, "world_size", p.world_size);
+    h5::write_attr_u64(f, "loader_seed", p.loader.seed);
+    h5::write_attr_u64(f, "loader_epoch", p.loader.epoch);
+    h5::write_attr_u64(f, "loader_cursor", p.loader.cursor);
+    h5::write_attr_f64(f, "created_unix", meta.created_unix);
+    h5::write_attr_str(f, "created", ckpt_format::iso_time(meta.created_unix));
+    h5::write_attr_u64(f, ckpt_format::kMetaChecksumAttr,
+                       ckpt_format::meta_checksum(meta, ckpt_format::kVersion));
+    Id model = h5::check_group(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                               "creating group model");
+    h5::write_attr_i64(model.get(), "vocab", meta.model.vocab);
+    h5::write_attr_i64(model.get(), "padded_vocab", meta.model.padded_vocab);
+    h5::write_attr_i64(model.get(), "max_seq", meta.model.max_seq);
+    h5::write_attr_i64(model.get(), "layers", meta.model.layers);
+    h5::write_attr_i64(model.get(), "heads", meta.model.heads);
+    h5::write_attr_i64(model.get(), "dim", meta.model.dim);
+    write_small(team, f, xfer.get(), "config_json", H5T_STD_U8LE, H5T_NATIVE_UINT8,
+                p.config_json.data(), p.config_json.size(), 1);
+    write_small(team, f, xfer.get(), "rng_state", H5T_STD_U64LE, H5T_NATIVE_UINT64,
+                p.rng_state.data(), p.rng_state.size(), 8);
+    make_group(f, "params");
+    Id adam = h5::check_group(H5Gcreate2(f, "adam", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                              "creating group adam");
+    make_group(adam.get(), "m");
+    make_group(adam.get(), "v");
+  });
+
+  Id dcpl = h5::check_plist(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate(dcpl)");
+  // Every element is written, so HDF5 need not write fill values first.
+  check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
+  const Arrays arrays[3] = {{"params", s.params + s.begin}, {"adam/m", s.m}, {"adam/v", s.v}};
+  int tag_base = 1000;
+  for (const Arrays& arr : arrays) {
+    std::vector<uint64_t> digests;
+    team.phase([&] { digests = tensor_digests(team, layout, arr, s, tag_base); });
+    tag_base += 30000;
+    for (size_t i = 0; i < layout.tensors().size(); ++i) {
+      const TensorSpec& t = layout.tensors()[i];
+      const std::string name = std::string(arr.group) + "/" + t.name;
+      team.phase([&] {
+        const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+        Id space =
+            h5::check_space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr),
+                            "H5Screate_simple");
+        Id dset = h5::check_dataset(H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space.get(),
+                                               H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                                    "creating dataset " + name);
+        const size_t a = std::max(t.offset, s.begin);
+        const size_t b = std::min(t.offset + t.numel, s.end);
+        const hsize_t n = b > a ? b - a : 0;
+        const hsize_t mdims[1] = {std::max<hsize_t>(n, 1)};
+        Id mspace = h5::check_space(H5Screate_simple(1, mdims, nullptr), "H5Screate_simple");
+        if (n == 0) {
+          check(H5Sselect_none(mspace.get()), "H5Sselect_none");
+          check(H5Sselect_none(space.get()), "H5Sselect_none");
+        } else {
+          select_range(space.get(), shape, a - t.offset, b - t.offset);
+        }
+        const float* src = n == 0 ? arr.base : arr.base + (a - s.begin);
+        check(H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, mspace.get(), space.get(), xfer.get(), src),
+              "writing dataset " + name);
+        h5::write_attr_u64(dset.get(), ckpt_format::kChecksumAttr, digests[i]);
+        check(dset.close(), "closing dataset " + name);
+      });
+    }
+  }
+  // Closing flushes the metadata: a failure here (disk full) is a failed save.
+  team.phase([&] { check(file.close(), "closing (flushing) the checkpoint file"); });
+}
+
+}  // namespace
+
+void write_checkpoint_file(const std::string& path, const ParamLayout& layout,
+                           const ckpt_format::Meta& meta, const WriteSlice& slice) {
+  if (slice.begin != 0 || slice.end < layout.total()) {
+    throw std::logic_error("write_checkpoint_file: the slice must cover the whole state");
+  }
+  std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  Id file = h5::check_file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                           "cannot create HDF5 file " + path);
+  Team team(nullptr);
+  write_all(team, std::move(file), layout, meta, slice);
+}
+
+#if RAILYARD_PARALLEL_HDF5
+void write_checkpoint_collective(Communicator& comm, const std::string& path,
+                                 const ParamLayout& layout, const ckpt_format::Meta& meta,
+                                 const WriteSlice& slice) {
+  std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  Team team(&comm);
+  Id file;
+  team.phase([&] {
+    Id fapl = h5::check_plist(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate(fapl)");
+    check(H5Pset_fapl_mpio(fapl.get(), comm.native(), MPI_INFO_NULL), "H5Pset_fapl_mpio");
+    file = h5::check_file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
+                          "cannot create HDF5 file " + path);
+  });
+  write_all(team, std::move(file), layout, meta, slice);
+}
+#endif
+
+}  // namespace railyard
