@@ -105,4 +105,12 @@ std::string CpuSet::to_string() const {
   return out;
 }
 
+std::vector<int> CpuSet::members() const {
+  std::vector<int> out;
+  for (int i = hwloc_bitmap_first(bits_.get()); i >= 0; i = hwloc_bitmap_next(bits_.get(), i)) {
+    out.push_back(i);
+  }
+  return out;
+}
+
 }  // namespace railyard

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct hwloc_bitmap_s;
 
@@ -27,7 +28,8 @@ class CpuSet {
   CpuSet operator&(const CpuSet& other) const;
   CpuSet operator|(const CpuSet& other) const;
   bool operator==(const CpuSet& other) const;
-  std::string to_string() const;  // list string; "" when empty
+  std::string to_string() const;     // list string; "" when empty
+  std::vector<int> members() const;  // ascending
 
   const hwloc_bitmap_s* bitmap() const { return bits_.get(); }
 

@@ -15,6 +15,8 @@ TEST(CpuSet, ParsesAndPrintsLists) {
   EXPECT_EQ(CpuSet::parse("0-3,8").count(), 5);
   EXPECT_TRUE(CpuSet::parse("").empty());
   EXPECT_EQ(CpuSet().to_string(), "");
+  EXPECT_EQ(CpuSet::parse("5,1-2").members(), (std::vector<int>{1, 2, 5}));
+  EXPECT_TRUE(CpuSet().members().empty());
 }
 
 TEST(CpuSet, Algebra) {
