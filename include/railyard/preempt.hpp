@@ -63,4 +63,16 @@ StopAction agree_stop(Communicator& comm, StopAction local);
 // or when Slurm refuses (e.g. a job submitted with --no-requeue).
 bool requeue_self(std::string* error);
 
+// What Slurm says about the current job (SLURM_JOB_ID), asked through libslurm after a TERM:
+// a TERM is either preemption (PreemptMode=REQUEUE: Slurm sets the job's preempt time; it marks
+// the job COMPLETED instead of requeueing it if the batch script exits inside GraceTime, so the
+// runtime requeues itself) or a user's scancel (no preempt time: save and exit, no requeue).
+struct PreemptQuery {
+  bool known = false;            // Slurm answered
+  bool preempted = false;        // the job is being preempted
+  bool requeue_allowed = false;  // the job may be requeued (not --no-requeue)
+  std::string error;             // why not known
+};
+PreemptQuery job_is_preempted();
+
 }  // namespace railyard

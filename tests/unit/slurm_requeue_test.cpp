@@ -31,3 +31,11 @@ TEST(RequeueSelf, UnreadableSlurmConfIsAnErrorNotAnExit) {
   unsetenv("SLURM_JOB_ID");
   unsetenv("SLURM_CONF");
 }
+
+TEST(JobIsPreempted, OutsideAJobIsUnknownWithAReason) {
+  unsetenv("SLURM_JOB_ID");
+  const railyard::PreemptQuery q = railyard::job_is_preempted();
+  EXPECT_FALSE(q.known);
+  EXPECT_FALSE(q.preempted);
+  EXPECT_NE(q.error.find("SLURM_JOB_ID"), std::string::npos) << q.error;
+}
