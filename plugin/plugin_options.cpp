@@ -1,5 +1,7 @@
 #include "railyard/plugin_options.hpp"
 
+#include "railyard/driver_check.hpp"
+
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -90,13 +92,23 @@ std::set<UserOption> parse_user_override(std::string_view value) {
 }
 
 std::string parse_topology_path(std::string_view value) {
-  const bool control = std::any_of(value.begin(), value.end(),
-                                   [](unsigned char c) { return c < 0x20 || c == 0x7f; });
-  if (value.empty() || value.front() != '/' || control) {
+  // Printable ASCII without spaces, like every other argument of a plugstack.conf line.
+  const bool odd = std::any_of(value.begin(), value.end(),
+                               [](unsigned char c) { return c <= 0x20 || c >= 0x7f; });
+  if (value.empty() || value.front() != '/' || odd) {
     throw std::invalid_argument("invalid topology file '" + printable(value) +
-                                "': allowed an absolute path to an hwloc XML file");
+                                "': allowed an absolute path (printable ASCII) to an hwloc XML "
+                                "file");
   }
   return std::string(value);
+}
+
+// A CUDA version as the policy stores it, checked also against what the driver check reads,
+// so a value accepted here never fails later in slurmstepd.
+std::string cuda_needed(std::string_view value) {
+  std::string normalized = parse_cuda_version(value);
+  CudaVersion::parse(normalized);
+  return normalized;
 }
 
 using AdminSetter = std::function<void(AdminConfig&, std::string_view)>;
@@ -118,8 +130,7 @@ const std::vector<std::pair<std::string_view, AdminSetter>>& admin_keys() {
       {"default_cpu_bind", [](AdminConfig& a, auto v) { a.defaults.cpu_bind = parse_switch(v); }},
       {"default_net", [](AdminConfig& a, auto v) { a.defaults.net_env = parse_switch(v); }},
       {"default_verbose", [](AdminConfig& a, auto v) { a.defaults.verbose = parse_switch(v); }},
-      {"default_cuda",
-       [](AdminConfig& a, auto v) { a.defaults.required_cuda = parse_cuda_version(v); }},
+      {"default_cuda", [](AdminConfig& a, auto v) { a.defaults.required_cuda = cuda_needed(v); }},
       {"user_override",
        [](AdminConfig& a, auto v) { a.user_may_override = parse_user_override(v); }},
       {"force", [](AdminConfig& a, auto v) { a.defaults.force = parse_switch(v); }},
@@ -158,7 +169,7 @@ void apply_value(Policy& policy, UserOption option, const std::optional<std::str
       policy.verbose = true;
       break;
     case UserOption::kCuda:
-      policy.required_cuda = parse_cuda_version(v);
+      policy.required_cuda = cuda_needed(v);
       break;
   }
 }

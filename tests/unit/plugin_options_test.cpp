@@ -84,10 +84,12 @@ TEST(AdminArgs, RejectsBadForms) {
            {"topology=relative/node.xml"},
            {"topology="},
            {"topology=/etc/a\nb.xml"},
+           {"topology=/etc/caf\xc3\xa9.xml"},
            {"force=maybe"},
            {"user_override=gpu,colour"},
            {"user_override="},
            {"default_cuda=twelve"},
+           {"default_cuda=0.5"},
            {"gdr_level=FAR"},
            {"nic_include="},
            {"socket_ifname=a_very_long_interface_name"},
@@ -134,6 +136,7 @@ TEST(UserOptions, BadValueNamesOptionValueAndAllowed) {
   EXPECT_TRUE(contains(m, "'near'")) << m;
   EXPECT_TRUE(contains(m, "closest, rank")) << m;
   EXPECT_THROW(validate_user_value(UserOption::kCuda, "12.x"), std::invalid_argument);
+  EXPECT_THROW(validate_user_value(UserOption::kCuda, "0"), std::invalid_argument);
   EXPECT_THROW(validate_user_value(UserOption::kGpu, std::nullopt), std::invalid_argument);
   EXPECT_THROW(validate_user_value(UserOption::kVerbose, "yes"), std::invalid_argument);
   EXPECT_THROW(validate_user_value(UserOption::kEnable, std::string(2000, 'o')),
