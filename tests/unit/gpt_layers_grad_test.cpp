@@ -219,6 +219,33 @@ TEST(LayerGrad, SoftmaxCrossEntropyWithPaddingAndIgnoredTargets) {
   for (size_t i = 0; i < inplace.size(); ++i) EXPECT_EQ(inplace[i], dlogits[i]);
 }
 
+TEST(LayerGrad, FloatGeluMatchesDouble) {
+  // The float path computes tanh its own way; it must agree with std::tanh's double result to
+  // float precision over the whole range, including near 0 and the switch at |arg| = 0.3.
+  const int n = 4001;
+  Vec x(n);
+  for (int i = 0; i < n; ++i) x[i] = -10.0 + 0.005 * i;
+  for (double s : {0.2999, 0.3, 0.3001}) x.push_back(s / 0.7978845608028654);
+  Vec y(x.size()), dy(x.size(), 0.0), ones(x.size(), 1.0);
+  cpu::gelu_forward(y.data(), x.data(), static_cast<int64_t>(x.size()));
+  cpu::gelu_backward(dy.data(), x.data(), ones.data(), static_cast<int64_t>(x.size()));
+  std::vector<float> xf(x.begin(), x.end()), yf(x.size()), dyf(x.size(), 0.0f),
+      onesf(x.size(), 1.0f);
+  cpu::gelu_forward(yf.data(), xf.data(), static_cast<int64_t>(x.size()));
+  cpu::gelu_backward(dyf.data(), xf.data(), onesf.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    // Compared at the float input, so only the kernels' own error counts.
+    const double xi = xf[i];
+    double yr = 0, dyr = 0, one = 1.0;
+    cpu::gelu_forward(&yr, &xi, 1);
+    cpu::gelu_backward(&dyr, &xi, &one, 1);
+    ASSERT_NEAR(yf[i], yr, 4e-7 * std::max(1.0, std::abs(yr))) << "x=" << xi;
+    // The derivative's tail (x < -4) cancels two terms near 1e-6 in float whatever tanh is
+    // used (tanhf itself is off by 2e-6 at x = -5), hence the wider bound.
+    ASSERT_NEAR(dyf[i], dyr, 3e-6 * std::max(1.0, std::abs(dyr))) << "x=" << xi;
+  }
+}
+
 TEST(LayerGrad, FloatMatchesDouble) {
   // The float instantiation (sgemm) computes the same attention as the double one.
   const int B = 1, T = 6, C = 8, H = 4;
