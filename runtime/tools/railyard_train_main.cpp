@@ -1,0 +1,64 @@
+// railyard-train: parse the configuration, run the Trainer, exit with a documented code
+// (preempt.hpp exit_code; docs/training.md).
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "railyard/communicator.hpp"
+#include "railyard/engine.hpp"
+#include "railyard/json_log.hpp"
+#include "railyard/launcher.hpp"
+#include "railyard/metrics_observer.hpp"
+#include "railyard/preempt.hpp"
+#include "railyard/progress_log.hpp"
+#include "railyard/train_config.hpp"
+#include "railyard/trainer.hpp"
+
+int main(int argc, char** argv) {
+  using namespace railyard;
+  TrainConfig cfg;
+  try {
+    cfg = parse_train_config(argc, argv);
+  } catch (const UsageError& e) {
+    // Before MPI starts: every rank finds the same error, one prints it.
+    if (launcher_rank() == 0) std::fprintf(stderr, "railyard-train: %s\n", e.what());
+    return exit_code::kUsage;
+  }
+  if (cfg.help) {
+    std::fputs(train_config_help().c_str(), stdout);
+    return exit_code::kOk;
+  }
+  Communicator* comm = nullptr;
+  try {
+    comm = &Communicator::world();
+    std::vector<std::unique_ptr<TrainObserver>> observers;
+    int code = exit_code::kOk;
+    std::string message;
+    try {
+      if (comm->rank() == 0) {
+        observers.push_back(std::make_unique<ProgressLog>(stdout, cfg.log_every));
+        if (!cfg.log_json.empty()) observers.push_back(std::make_unique<JsonLog>(cfg.log_json));
+      }
+      if (!cfg.metrics_file.empty()) {
+        observers.push_back(std::make_unique<MetricsObserver>(MetricsOptions{
+            cfg.metrics_file, cfg.metrics_interval, cfg.mem_alert, comm->rank(), comm->size()}));
+      }
+    } catch (const std::exception& e) {
+      code = exit_code::kUsage, message = e.what();
+    }
+    code = agree_exit_code(*comm, code, message);
+    if (code != exit_code::kOk) return code;
+    Trainer trainer(cfg, *comm, make_engine);
+    for (auto& o : observers) trainer.add_observer(*o);
+    return trainer.run();
+  } catch (const std::exception& e) {
+    std::fprintf(
+        stderr, "railyard-train: %serror: %s\n",
+        comm && comm->size() > 1 ? ("rank " + std::to_string(comm->rank()) + ": ").c_str() : "",
+        e.what());
+    // The other ranks may be waiting in a collective for this one: end them all.
+    if (comm != nullptr && comm->size() > 1) comm->abort(exit_code::kFailure);
+    return exit_code::kFailure;
+  }
+}

@@ -1,0 +1,456 @@
+#include "railyard/trainer.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+#include "railyard/checkpoint.hpp"
+#include "railyard/communicator.hpp"
+#include "railyard/data_loader.hpp"
+#include "railyard/lr_schedule.hpp"
+#include "railyard/preempt.hpp"
+#include "railyard/token_dataset.hpp"
+
+extern char** environ;
+
+namespace railyard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The embedding rows: the vocabulary rounded up to a multiple of 128 (GPT-2: 50257 -> 50304),
+// so the LM-head matrix products run on aligned shapes.
+int padded_vocab(int vocab) {
+  return (vocab + 127) / 128 * 128;
+}
+
+// This process's CPU affinity as a list like "0-3,8".
+std::string cpu_list() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int end = c;
+    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set)) ++end;
+    out +=
+        (out.empty() ? "" : ",") + std::to_string(c) + (end > c ? "-" + std::to_string(end) : "");
+    c = end;
+  }
+  return out;
+}
+
+// What this rank was bound to: host, local rank, CPUs, the plugin's RAILYARD_* variables
+// (not our option variables) and CUDA_VISIBLE_DEVICES.
+std::string binding_line(const Communicator& comm) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  std::string line = "rank " + std::to_string(comm.rank()) + " | host " + host + " | local " +
+                     std::to_string(comm.local_rank()) + "/" + std::to_string(comm.local_size()) +
+                     " | cpus " + cpu_list();
+  const std::vector<std::string> options = train_option_names();
+  std::vector<std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    std::string name = kv.substr(0, kv.find('='));
+    if (name == "CUDA_VISIBLE_DEVICES") {
+      vars.push_back(kv);
+    } else if (name.rfind("RAILYARD_", 0) == 0) {
+      std::string option = name.substr(9);
+      for (char& ch : option) ch = ch == '_' ? '-' : static_cast<char>(std::tolower(ch));
+      if (std::find(options.begin(), options.end(), option) == options.end()) vars.push_back(kv);
+    }
+  }
+  std::sort(vars.begin(), vars.end());
+  for (const std::string& v : vars) line += " | " + v;
+  return line;
+}
+
+std::string signal_name(int sig) {
+  if (sig <= 0) return "";
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+}  // namespace
+
+int agree_exit_code(Communicator& comm, int code, const std::string& message) {
+  const int agreed = static_cast<int>(comm.allreduce_max(code));
+  const int64_t first = comm.allreduce_min(code != 0 ? comm.rank() : INT_MAX);
+  if (code != 0 && first == comm.rank()) {
+    std::fprintf(stderr, "railyard-train: %s%s\n",
+                 comm.size() > 1 ? ("rank " + std::to_string(comm.rank()) + ": ").c_str() : "",
+                 message.c_str());
+  }
+  return agreed;
+}
+
+// Everything a run holds between setup and exit.
+struct Trainer::State {
+  std::unique_ptr<TokenDataset> train, val;
+  GptConfig model;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<DataLoader> loader, val_loader;
+  std::unique_ptr<SignalWatcher> watcher;
+  std::unique_ptr<CheckpointStore> store;
+  LrSchedule schedule;
+  AdamWParams hp;
+  TrainProgress progress;
+  // The background save in flight: its step and the training time its snapshot took.
+  std::optional<int64_t> async_step;
+  double async_stall = 0;
+  Clock::time_point last_save = Clock::now();
+  bool budget_warned = false;
+};
+
+Trainer::Trainer(TrainConfig cfg, Communicator& comm, EngineFactory make)
+    : cfg_(std::move(cfg)), comm_(comm), make_(std::move(make)) {}
+
+Trainer::~Trainer() = default;
+
+void Trainer::add_observer(TrainObserver& observer) {
+  observers_.push_back(&observer);
+}
+
+int Trainer::run() {
+  State s;
+  const int rank = comm_.rank(), world = comm_.size();
+  auto emit_run = [&](const std::string& kind, const std::string& detail) {
+    RunEvent e{kind, s.progress.step, detail};
+    for (TrainObserver* o : observers_) o->on_run(e);
+  };
+  auto emit_checkpoint = [&](const CheckpointEvent& e) {
+    for (TrainObserver* o : observers_) o->on_checkpoint(e);
+  };
+  auto warn = [&](const std::string& msg) {
+    if (rank == 0) std::fprintf(stderr, "railyard: warning: %s\n", msg.c_str());
+  };
+
+  // ---- launch: which launcher, how many ranks, what each rank is bound to -------------------
+  std::vector<std::string> bindings = comm_.gather_strings(binding_line(comm_), 0);
+  emit_run("launch", "launcher " + comm_.launcher() + " | ranks " + std::to_string(world));
+  for (const std::string& b : bindings) emit_run("bind", b);
+
+  // ---- setup: every failure here is agreed on, so no rank waits for a failed peer -----------
+  int code = exit_code::kOk;
+  std::string message;
+  std::string resumed_from;
+  try {
+    s.train = std::make_unique<TokenDataset>(cfg_.data);
+    const int vocab = cfg_.vocab > 0 ? cfg_.vocab : s.train->vocab();
+    s.train->check_vocab(vocab);
+    if (!cfg_.val_data.empty()) {
+      s.val = std::make_unique<TokenDataset>(cfg_.val_data);
+      s.val->check_vocab(vocab);
+    }
+    s.model.vocab = vocab;
+    s.model.padded_vocab = padded_vocab(vocab);
+    s.model.max_seq = cfg_.seq;
+    s.model.layers = cfg_.layers;
+    s.model.heads = cfg_.heads;
+    s.model.dim = cfg_.dim;
+    s.model.validate();
+    s.schedule = LrSchedule{cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
+    s.schedule.validate();
+    s.hp.weight_decay = static_cast<float>(cfg_.weight_decay);
+    s.hp.clip = static_cast<float>(cfg_.clip);
+
+    s.loader = std::make_unique<DataLoader>(*s.train, cfg_.batch, cfg_.seq, rank, world, cfg_.seed);
+    if (s.val) {
+      s.val_loader = std::make_unique<DataLoader>(*s.val, cfg_.batch, cfg_.seq, rank, world,
+                                                  cfg_.seed, /*shuffle=*/false);
+    }
+    s.watcher = std::make_unique<SignalWatcher>(cfg_.signals);
+
+    EngineOptions opts;
+    opts.device = cfg_.device;
+    opts.precision = cfg_.precision;
+    opts.zero_stage = cfg_.zero;
+    opts.recompute = cfg_.recompute;
+    opts.reduce_bf16 = cfg_.reduce_dtype == "bf16";
+    opts.micro_batch = cfg_.batch;
+    opts.seq = cfg_.seq;
+    s.engine = make_(s.model, opts, comm_, cfg_.seed);
+
+    s.progress.world_size = world;
+    s.progress.config_json = cfg_.to_json();
+    s.progress.loader = s.loader->position();
+    if (!cfg_.ckpt_dir.empty())
+      s.store = std::make_unique<CheckpointStore>(cfg_.ckpt_dir, cfg_.keep, comm_);
+  } catch (const UsageError& e) {
+    code = exit_code::kUsage, message = e.what();
+  } catch (const DataError& e) {
+    code = exit_code::kUsage, message = e.what();
+  } catch (const std::invalid_argument& e) {
+    code = exit_code::kUsage, message = e.what();
+  } catch (const std::exception& e) {
+    code = exit_code::kFailure, message = e.what();
+  }
+  code = agree_exit_code(comm_, code, message);
+  if (code != exit_code::kOk) return code;
+
+  // ---- resume -----------------------------------------------------------------------------
+  try {
+    std::optional<LoadedCheckpoint> loaded;
+    if (cfg_.resume == "never" && s.store) {
+      // Our saves would mix with those older ones, and a restart with --resume auto would load
+      // whichever is newest, perhaps one of the old run.
+      const std::vector<CheckpointInfo> old = s.store->list();
+      if (!old.empty()) {
+        throw UsageError("--resume never, but --ckpt-dir '" + cfg_.ckpt_dir +
+                         "' already holds checkpoints (newest: " + old.front().path +
+                         "); use an empty directory or remove them");
+      }
+    }
+    if (cfg_.resume == "auto" && s.store) {
+      loaded = s.store->load_latest(s.model, [&](const std::string& why) { warn(why); });
+    } else if (cfg_.resume != "auto" && cfg_.resume != "never") {
+      loaded = read_checkpoint(cfg_.resume, &s.model);
+    }
+    if (loaded) {
+      s.engine->load_state(loaded->state);
+      s.loader->set_position(loaded->progress.loader);
+      const int saved_world = loaded->progress.world_size;
+      s.progress.step = loaded->progress.step;
+      s.progress.tokens_seen = loaded->progress.tokens_seen;
+      s.progress.lr = loaded->progress.lr;
+      s.progress.loader = loaded->progress.loader;
+      s.progress.rng_state = loaded->progress.rng_state;
+      resumed_from = loaded->path + " (saved on " + std::to_string(saved_world) + " rank" +
+                     (saved_world == 1 ? "" : "s") + ")";
+    }
+    code = exit_code::kOk;
+  } catch (const UsageError& e) {
+    code = exit_code::kUsage, message = e.what();
+  } catch (const CheckpointError& e) {
+    code = exit_code::kUsage, message = e.what();
+  } catch (const std::invalid_argument& e) {
+    code = exit_code::kUsage, message = std::string("resume: ") + e.what();
+  }
+  code = agree_exit_code(comm_, code, message);
+  if (code != exit_code::kOk) return code;
+
+  const GptConfig& g = s.model;
+  const ParamLayout& layout = s.engine->layout();
+  const uint64_t state_bytes = 3 * layout.total() * sizeof(float);
+  {
+    char detail[512];
+    std::snprintf(detail, sizeof detail,
+                  "engine %s | params %zu | layers %d dim %d heads %d seq %d vocab %d | "
+                  "global batch %d sequences x %d micro-steps x %d tokens",
+                  s.engine->describe().c_str(), layout.total(), g.layers, g.dim, g.heads, g.max_seq,
+                  g.vocab, world * cfg_.batch, cfg_.grad_accum, cfg_.seq);
+    emit_run(resumed_from.empty() ? "start" : "resume",
+             resumed_from.empty() ? detail : "from " + resumed_from + " | " + detail);
+  }
+
+  // ---- the save budget: can a save on a signal finish within the grace time? ---------------
+  if (s.store && rank == 0) {
+    // Measured on the checkpoint directory's own disk with a probe of up to 16 MiB.
+    const std::string probe = cfg_.ckpt_dir + "/.railyard-write-probe";
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(state_bytes, 16u << 20));
+    std::vector<char> buf(n, 'r');
+    auto t0 = Clock::now();
+    int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && ::write(fd, buf.data(), n) == static_cast<ssize_t>(n) && ::fsync(fd) == 0;
+    if (fd >= 0) ::close(fd);
+    double secs = since(t0);
+    ::unlink(probe.c_str());
+    if (ok && secs > 0) {
+      double rate = static_cast<double>(n) / secs;
+      double estimate = static_cast<double>(state_bytes) / rate;
+      if (estimate > cfg_.save_budget) {
+        char msg[512];
+        std::snprintf(msg, sizeof msg,
+                      "a checkpoint of %.1f MB takes about %.1f s at the measured %.1f MB/s of "
+                      "'%s', more than --save-budget %.1f s: a save on a signal may not finish "
+                      "within the grace time (raise GraceTime / the --signal lead time, or use "
+                      "faster storage)",
+                      static_cast<double>(state_bytes) / 1e6, estimate, rate / 1e6,
+                      cfg_.ckpt_dir.c_str(), cfg_.save_budget);
+        warn(msg);
+        s.budget_warned = true;
+      }
+    }
+  }
+
+  auto snapshot_progress = [&]() { return s.progress; };
+  // Collects the finished background save, if any; true when it saved step `step`.
+  auto collect_background = [&](int64_t step) {
+    if (!s.store || !s.async_step) return false;
+    bool saved_it = false;
+    try {
+      std::optional<SaveResult> r = s.store->wait();
+      if (r) {
+        emit_checkpoint(CheckpointEvent{*s.async_step, r->path, r->bytes, r->seconds, s.async_stall,
+                                        true, "periodic"});
+        saved_it = *s.async_step == step;
+      }
+    } catch (const std::exception& e) {
+      warn(std::string("background checkpoint of step ") + std::to_string(*s.async_step) +
+           " failed: " + e.what() + "; training continues, older checkpoints are kept");
+    }
+    s.async_step.reset();
+    // Only the writing rank knows the outcome; all ranks must decide alike.
+    return comm_.allreduce_max(saved_it ? 1 : 0) != 0;
+  };
+  auto save_sync = [&](const std::string& reason) {
+    ModelState st;
+    s.engine->save_state(st);
+    SaveResult r = s.store->save(layout, g, st, snapshot_progress());
+    s.last_save = Clock::now();
+    emit_checkpoint(
+        CheckpointEvent{s.progress.step, r.path, r.bytes, r.seconds, r.seconds, false, reason});
+    if (r.seconds > cfg_.save_budget && !s.budget_warned) {
+      warn("the " + reason + " checkpoint took " + std::to_string(r.seconds) +
+           " s, more than --save-budget " + std::to_string(cfg_.save_budget) + " s");
+      s.budget_warned = true;
+    }
+  };
+  auto save_async = [&]() {
+    collect_background(-1);
+    auto t0 = Clock::now();
+    ModelState st;
+    s.engine->save_state(st);
+    s.store->save_async(layout, g, std::move(st), snapshot_progress());
+    s.async_stall = since(t0);
+    s.async_step = s.progress.step;
+    s.last_save = Clock::now();
+  };
+  auto validate = [&]() {
+    s.val_loader->set_position(LoaderPosition{cfg_.seed, 0, 0});
+    double sum = 0;
+    Batch b;
+    for (int i = 0; i < cfg_.val_batches; ++i) {
+      s.val_loader->next(b);
+      sum += s.engine->evaluate(b.inputs, b.targets, cfg_.batch, cfg_.seq);
+    }
+    sum /= cfg_.val_batches;
+    comm_.allreduce_sum(&sum, 1);
+    EvalEvent e{s.progress.step, sum / world};
+    for (TrainObserver* o : observers_) o->on_eval(e);
+  };
+
+  // ---- the loop ---------------------------------------------------------------------------
+  const int64_t step_tokens =
+      static_cast<int64_t>(world) * cfg_.batch * cfg_.grad_accum * static_cast<int64_t>(cfg_.seq);
+  const float micro_scale = 1.0f / static_cast<float>(cfg_.grad_accum);
+  const int64_t first_step = s.progress.step;
+  int64_t last_eval = -1;
+  Batch batch;
+  while (s.progress.step < cfg_.steps) {
+    // The step boundary: all ranks agree whether to stop before anyone starts the step.
+    const StopAction stop = agree_stop(comm_, s.watcher->pending());
+    if (stop != StopAction::kNone) {
+      const int sig = s.watcher->last_signal();
+      emit_run("signal", std::string(stop_action_name(stop)) +
+                             (sig ? " | " + signal_name(sig) + " on rank 0" : ""));
+      bool saved = false;
+      if (s.store) {
+        saved = collect_background(s.progress.step);
+        if (!saved) save_sync("signal");
+        saved = true;
+      } else {
+        warn("stopping on a signal without --ckpt-dir: nothing is saved");
+      }
+      int result = exit_code::kStopped;
+      // Requeue only with a durable checkpoint, or the next run would start from step 0.
+      // A 'requeue' signal (time limit) always asks for it. An 'exit' signal asks only when Slurm
+      // is preempting the job: with PreemptMode=REQUEUE, Slurm marks a job whose batch script
+      // ends within GraceTime COMPLETED instead of requeueing it; a user's scancel is no
+      // preemption, so that run just stops.
+      if (saved && cfg_.requeue && stop != StopAction::kNone) {
+        int ok = 0;
+        bool want = stop == StopAction::kSaveRequeue;
+        std::string err;
+        if (rank == 0 && !want) {
+          const PreemptQuery q = job_is_preempted();
+          want = q.known && q.preempted && q.requeue_allowed;
+        }
+        if (rank == 0 && want) {
+          ok = requeue_self(&err) ? 1 : 0;
+          if (!ok) warn("requeue failed: " + err + "; stopping without a requeue");
+        }
+        comm_.broadcast(&ok, sizeof ok, 0);
+        if (ok) {
+          const char* job = std::getenv("SLURM_JOB_ID");
+          emit_run("requeue", std::string("job ") + (job ? job : "?"));
+          result = exit_code::kRequeued;
+        }
+      }
+      emit_run("stop", "exit code " + std::to_string(result));
+      return result;
+    }
+
+    const auto t0 = Clock::now();
+    s.engine->zero_grad();
+    double local = 0;
+    for (int k = 0; k < cfg_.grad_accum; ++k) {
+      s.loader->next(batch);
+      local += s.engine->forward_backward(batch.inputs, batch.targets, cfg_.batch, cfg_.seq,
+                                          micro_scale, k + 1 == cfg_.grad_accum);
+    }
+    s.engine->reduce_gradients();
+    const double lr = s.schedule.at(s.progress.step);
+    const float norm = s.engine->optimizer_step(s.hp, static_cast<float>(lr));
+    double loss = local / cfg_.grad_accum;
+    comm_.allreduce_sum(&loss, 1);
+    loss /= world;
+
+    s.progress.step += 1;
+    s.progress.tokens_seen += step_tokens;
+    s.progress.lr = lr;
+    s.progress.loader = s.loader->position();
+    const double secs = since(t0);
+    losses_.push_back(loss);
+    auto [mem_used, mem_total] = s.engine->device_memory();
+    StepEvent ev{s.progress.step,
+                 cfg_.steps,
+                 loss,
+                 lr,
+                 norm,
+                 secs,
+                 static_cast<double>(step_tokens) / secs,
+                 s.progress.tokens_seen,
+                 mem_used,
+                 mem_total};
+    for (TrainObserver* o : observers_) o->on_step(ev);
+
+    if (s.val && cfg_.val_every > 0 && s.progress.step % cfg_.val_every == 0) {
+      validate();
+      last_eval = s.progress.step;
+    }
+    if (s.store && s.progress.step < cfg_.steps) {  // the last step gets the final save
+      bool due = cfg_.ckpt_every > 0 && s.progress.step % cfg_.ckpt_every == 0;
+      if (cfg_.ckpt_interval > 0) {
+        // Rank 0's clock decides, so every rank takes part in the same collective save.
+        const bool late = rank == 0 && since(s.last_save) >= cfg_.ckpt_interval;
+        due = comm_.allreduce_max(late ? 1 : 0) != 0 || due;
+      }
+      if (due) save_async();
+    }
+  }
+
+  // ---- the end ----------------------------------------------------------------------------
+  collect_background(-1);
+  if (s.val && last_eval != s.progress.step) validate();
+  if (s.store && s.progress.step > first_step) save_sync("final");
+  emit_run("finish", "tokens " + std::to_string(s.progress.tokens_seen));
+  return exit_code::kOk;
+}
+
+}  // namespace railyard
