@@ -45,11 +45,17 @@ struct LoadedCheckpoint {
   GptConfig model;
   ModelState state;  // full params and full moments
   TrainProgress progress;
+  int64_t format_version = 0;
+  double created_unix = 0;  // when the save began
 };
 
 // Reads and verifies one file (format version, every dataset's checksum, shapes against
 // `expect` when given). Throws CheckpointError naming the file and the problem.
 LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expect = nullptr);
+
+// The checkpoint files of `dir`, newest step first, each fully verified; changes nothing (no
+// directory is created, no temporary removed). Empty when `dir` does not exist.
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
 
 class CheckpointStore {
  public:

@@ -215,6 +215,8 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
                                std::to_string(layout.tensors().size()));
     }
   }
+  out.format_version = version;
+  out.created_unix = h5::has_attr(f, "created_unix") ? h5::read_attr_f64(f, "created_unix") : 0;
   out.model = meta.model;
   out.progress = std::move(meta.progress);
   return out;

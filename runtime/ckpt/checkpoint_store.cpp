@@ -447,11 +447,11 @@ std::optional<SaveResult> CheckpointStore::wait() {
   }
 }
 
-std::vector<CheckpointInfo> CheckpointStore::list() const {
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
-  for (const Entry& e : scan(impl_->dir)) {
+  for (const Entry& e : scan(dir)) {
     CheckpointInfo info;
-    info.path = impl_->dir + "/" + e.name;
+    info.path = dir + "/" + e.name;
     info.step = e.step;
     struct stat st {};
     if (lstat(info.path.c_str(), &st) == 0) {
@@ -476,6 +476,10 @@ std::vector<CheckpointInfo> CheckpointStore::list() const {
     out.push_back(std::move(info));
   }
   return out;
+}
+
+std::vector<CheckpointInfo> CheckpointStore::list() const {
+  return list_checkpoints(impl_->dir);
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_latest(

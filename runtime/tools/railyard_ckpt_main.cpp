@@ -1,0 +1,174 @@
+// railyard-ckpt: list, verify, inspect and export railyard checkpoints (docs/checkpoint-format.md).
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "railyard/checkpoint.hpp"
+#include "railyard/safetensors_export.hpp"
+
+namespace {
+
+constexpr int kOk = 0;
+constexpr int kInvalid = 1;  // a checkpoint that does not verify, or a failed export
+constexpr int kUsage = 2;
+
+const char* kUsageText =
+    "usage: railyard-ckpt list DIR\n"
+    "       railyard-ckpt verify FILE\n"
+    "       railyard-ckpt inspect FILE\n"
+    "       railyard-ckpt export FILE --format safetensors -o OUT\n"
+    "\n"
+    "list     every checkpoint in DIR, newest first: step, time, size, valid or why not\n"
+    "verify   checks format version, metadata and every dataset's XXH3-64 checksum\n"
+    "inspect  prints the metadata and every tensor (shape, rms of params, m, v)\n"
+    "export   writes the parameters as safetensors (loads with safetensors / PyTorch)\n"
+    "exit codes: 0 ok, 1 invalid checkpoint or failed export, 2 usage\n";
+
+int usage(const std::string& why) {
+  std::fprintf(stderr, "railyard-ckpt: %s\n%s", why.c_str(), kUsageText);
+  return kUsage;
+}
+
+std::string utc_time(double unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int cmd_list(const std::string& dir) {
+  const auto infos = railyard::list_checkpoints(dir);
+  if (infos.empty()) {
+    std::printf("no checkpoints in %s\n", dir.c_str());
+    return kOk;
+  }
+  std::printf("%10s  %-20s  %12s  %s\n", "STEP", "TIME (UTC)", "BYTES", "STATUS");
+  for (const auto& i : infos) {
+    std::printf("%10lld  %-20s  %12llu  %s\n", static_cast<long long>(i.step),
+                utc_time(i.mtime).c_str(), static_cast<unsigned long long>(i.bytes),
+                i.valid ? "valid" : ("INVALID: " + i.error).c_str());
+  }
+  return kOk;
+}
+
+int cmd_verify(const std::string& path) {
+  try {
+    const railyard::LoadedCheckpoint c = railyard::read_checkpoint(path);
+    std::printf("ok: %s: step %lld, format %lld, %zu tensors verified\n", path.c_str(),
+                static_cast<long long>(c.progress.step), static_cast<long long>(c.format_version),
+                railyard::gpt_param_layout(c.model).tensors().size());
+    return kOk;
+  } catch (const railyard::CheckpointError& e) {
+    std::fprintf(stderr, "invalid: %s\n", e.what());
+    return kInvalid;
+  }
+}
+
+double rms(const std::vector<float>& v, const railyard::TensorSpec& t) {
+  double s = 0;
+  for (size_t i = t.offset; i < t.offset + t.numel; ++i) s += double(v[i]) * v[i];
+  return std::sqrt(s / static_cast<double>(t.numel));
+}
+
+int cmd_inspect(const std::string& path) {
+  railyard::LoadedCheckpoint c;
+  try {
+    c = railyard::read_checkpoint(path);
+  } catch (const railyard::CheckpointError& e) {
+    std::fprintf(stderr, "invalid: %s\n", e.what());
+    return kInvalid;
+  }
+  const auto& p = c.progress;
+  const auto& m = c.model;
+  std::printf("file            %s\n", path.c_str());
+  std::printf("format_version  %lld\n", static_cast<long long>(c.format_version));
+  std::printf("step            %lld\n", static_cast<long long>(p.step));
+  std::printf("tokens_seen     %lld\n", static_cast<long long>(p.tokens_seen));
+  std::printf("lr              %.9g\n", p.lr);
+  std::printf("adam_step       %lld\n", static_cast<long long>(c.state.adam_step));
+  std::printf("world_size      %d\n", p.world_size);
+  std::printf("loader          seed=%llu epoch=%llu cursor=%llu\n",
+              static_cast<unsigned long long>(p.loader.seed),
+              static_cast<unsigned long long>(p.loader.epoch),
+              static_cast<unsigned long long>(p.loader.cursor));
+  std::printf("created         %s\n", utc_time(c.created_unix).c_str());
+  std::printf("model           vocab=%d padded_vocab=%d max_seq=%d layers=%d heads=%d dim=%d\n",
+              m.vocab, m.padded_vocab, m.max_seq, m.layers, m.heads, m.dim);
+  std::printf("rng_state       %zu words\n", p.rng_state.size());
+  std::printf("config_json     %s\n", p.config_json.c_str());
+  const railyard::ParamLayout layout = railyard::gpt_param_layout(m);
+  size_t n = 0;
+  for (const auto& t : layout.tensors()) n += t.numel;
+  std::printf("tensors         %zu (%zu parameters); rms of params, adam m, adam v:\n",
+              layout.tensors().size(), n);
+  for (const auto& t : layout.tensors()) {
+    std::string shape = "[";
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      shape += (i ? ", " : "") + std::to_string(t.shape[i]);
+    }
+    shape += "]";
+    std::printf("  %-24s %-14s %.6g %.6g %.6g\n", t.name.c_str(), shape.c_str(),
+                rms(c.state.params, t), rms(c.state.m, t), rms(c.state.v, t));
+  }
+  return kOk;
+}
+
+int cmd_export(const std::vector<std::string>& args) {
+  std::string file, format, out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--format" || args[i] == "-o") {
+      if (i + 1 >= args.size()) return usage(args[i] + " needs a value");
+      std::string& target = args[i] == "-o" ? out : format;
+      target = args[++i];
+    } else if (args[i].rfind("--format=", 0) == 0) {
+      format = args[i].substr(9);
+    } else if (file.empty()) {
+      file = args[i];
+    } else {
+      return usage("export: unexpected argument '" + args[i] + "'");
+    }
+  }
+  if (file.empty() || out.empty()) return usage("export needs FILE and -o OUT");
+  if (format != "safetensors") {
+    return usage("export: --format '" + format + "' is not supported (allowed: safetensors)");
+  }
+  try {
+    const railyard::LoadedCheckpoint c = railyard::read_checkpoint(file);
+    railyard::export_safetensors(c, out);
+    std::printf("exported %s (step %lld) to %s\n", file.c_str(),
+                static_cast<long long>(c.progress.step), out.c_str());
+    return kOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "railyard-ckpt: %s\n", e.what());
+    return kInvalid;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return usage("missing command");
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::printf("%s", kUsageText);
+    return kOk;
+  }
+  try {
+    if (cmd == "export") return cmd_export(args);
+    if (args.size() != 1) return usage(cmd + " takes exactly one argument");
+    if (cmd == "list") return cmd_list(args[0]);
+    if (cmd == "verify") return cmd_verify(args[0]);
+    if (cmd == "inspect") return cmd_inspect(args[0]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "railyard-ckpt: %s\n", e.what());
+    return kInvalid;
+  }
+  return usage("unknown command '" + cmd + "'");
+}
