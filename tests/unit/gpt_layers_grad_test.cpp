@@ -145,6 +145,25 @@ TEST(LayerGrad, CausalAttention) {
   }
 }
 
+TEST(LayerGrad, CausalAttentionAcrossRowBlocks) {
+  // Longer than one block of query rows (64), so the blocked products are checked too.
+  const int B = 1, T = 70, C = 4, H = 2;
+  Vec qkv = random_vector(B * T * 3 * C, 26, -1.0, 1.0), r = random_vector(B * T * C, 27);
+  Vec out(B * T * C), att(B * H * T * T);
+  auto loss = [&] {
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H);
+    return dot(out, r);
+  };
+  loss();
+  Vec dqkv(qkv.size(), 0.0), scratch(T * T);
+  cpu::attention_backward(dqkv.data(), scratch.data(), r.data(), qkv.data(), att.data(), B, T, C,
+                          H);
+  expect_gradient("attention qkv, T=70", qkv, dqkv, loss);
+  for (int i = 0; i < T; ++i) {
+    for (int j = i + 1; j < T; ++j) ASSERT_EQ(att[i * T + j], 0.0);
+  }
+}
+
 TEST(LayerGrad, Gelu) {
   const int n = 11;
   Vec x = random_vector(n, 18, -4, 4), r = random_vector(n, 19), out(n);
