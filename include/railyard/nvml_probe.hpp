@@ -34,7 +34,7 @@ class NvmlProbe {
   std::unique_ptr<Impl> impl_;
 };
 
-// The GPU this process drives, named for NVML: RAILYARD_GPU_PCI_BUS_ID (the plugin's decision)
+// The GPU this process drives, named for NVML: RAILYARD_GPU_PCI (the plugin's decision)
 // when set, else the first entry of CUDA_VISIBLE_DEVICES (device 0 of the process), else "0".
 std::string nvml_device_from_environment();
 

@@ -126,7 +126,7 @@ std::optional<GpuReading> NvmlProbe::read() const {
 }
 
 std::string nvml_device_from_environment() {
-  if (const char* bus = std::getenv("RAILYARD_GPU_PCI_BUS_ID"); bus != nullptr && *bus) {
+  if (const char* bus = std::getenv("RAILYARD_GPU_PCI"); bus != nullptr && *bus) {
     return bus;
   }
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr && *visible) {

@@ -1,6 +1,7 @@
 #include "railyard/run_report.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -73,6 +74,25 @@ std::vector<double> ticks(double lo, double hi, int count) {
     out.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
   }
   return out;
+}
+
+// The signal's name in an event's detail ("requeue | SIGUSR1 on rank 0" -> " SIGUSR1"): its
+// first upper-case word of two or more letters and digits; "" when there is none.
+std::string signal_word(const std::string& detail) {
+  size_t i = 0;
+  while (i < detail.size()) {
+    size_t j = i;
+    while (j < detail.size() && ((detail[j] >= 'A' && detail[j] <= 'Z') ||
+                                 (j > i && detail[j] >= '0' && detail[j] <= '9'))) {
+      ++j;
+    }
+    const bool bounded =
+        (i == 0 || !std::isalnum(static_cast<unsigned char>(detail[i - 1]))) &&
+        (j == detail.size() || !std::isalnum(static_cast<unsigned char>(detail[j])));
+    if (j - i >= 2 && bounded) return ' ' + detail.substr(i, j - i);
+    i = j > i ? j : i + 1;
+  }
+  return "";
 }
 
 struct Analysis {
@@ -266,7 +286,7 @@ class SvgWriter {
       }
       if (m.kind != RunMarkKind::kCheckpoint) {
         std::string label = kind;
-        if (m.kind == RunMarkKind::kSignal && !m.detail.empty()) label += ' ' + m.detail;
+        if (m.kind == RunMarkKind::kSignal) label += signal_word(m.detail);
         if (m.kind == RunMarkKind::kResume) label += " @" + std::to_string(m.step);
         out_ += "<text transform=\"translate(" + num(px + 4) + "," + num(top.top + 8) +
                 ") rotate(90)\" font-size=\"11\" fill=\"#333\">" + escape(label) + "</text>";

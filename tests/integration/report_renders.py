@@ -43,7 +43,7 @@ def first_run():
                           "stall_seconds": 0.01, "async": True, "reason": "periodic"})
         if n % 50 == 0:
             lines.append({"type": "eval", "time": T0 + n * 0.5, "step": n, "val_loss": 3.4})
-    lines.append({"type": "run", "time": T0 + 65.2, "kind": "signal", "step": 130, "detail": "TERM"})
+    lines.append({"type": "run", "time": T0 + 65.2, "kind": "signal", "step": 130, "detail": "exit | SIGTERM on rank 0"})
     lines.append({"type": "run", "time": T0 + 66, "kind": "stop", "step": 130, "detail": "preempted"})
     return lines
 
@@ -128,6 +128,7 @@ def check_html(path, label):
     kinds = [m["data-mark"] for m in marks]
     check(kinds.count("checkpoint") == 6, f"{label}: checkpoints marked {kinds.count('checkpoint')}")
     check(kinds.count("signal") == 1, f"{label}: signal marks {kinds.count('signal')}")
+    check(">signal SIGTERM</text>" in text, f"{label}: the signal is not labelled with its name")
     check(kinds.count("resume") == 1, f"{label}: resume marks {kinds.count('resume')}")
     check([m["data-step"] for m in marks if m["data-mark"] == "resume"] == ["125"],
           f"{label}: resume not at step 125")

@@ -23,16 +23,16 @@ TEST(NvmlProbe, ALibraryWithoutNvmlSymbolsIsUnavailable) {
 }
 
 TEST(NvmlDeviceFromEnvironment, PrefersThePluginsBusIdThenTheFirstVisibleDevice) {
-  ::unsetenv("RAILYARD_GPU_PCI_BUS_ID");
+  ::unsetenv("RAILYARD_GPU_PCI");
   ::unsetenv("CUDA_VISIBLE_DEVICES");
   EXPECT_EQ(nvml_device_from_environment(), "0");
   ::setenv("CUDA_VISIBLE_DEVICES", "3,0,1,2", 1);
   EXPECT_EQ(nvml_device_from_environment(), "3");
   ::setenv("CUDA_VISIBLE_DEVICES", "MIG-1234-abcd", 1);
   EXPECT_EQ(nvml_device_from_environment(), "MIG-1234-abcd");
-  ::setenv("RAILYARD_GPU_PCI_BUS_ID", "0000:3b:00.0", 1);
+  ::setenv("RAILYARD_GPU_PCI", "0000:3b:00.0", 1);
   EXPECT_EQ(nvml_device_from_environment(), "0000:3b:00.0");
-  ::unsetenv("RAILYARD_GPU_PCI_BUS_ID");
+  ::unsetenv("RAILYARD_GPU_PCI");
   ::unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
