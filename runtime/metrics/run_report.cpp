@@ -52,7 +52,7 @@ std::string tick_label(double v) {
   const double a = std::fabs(v);
   if (a >= 1e6) {
     std::snprintf(buffer, sizeof buffer, "%.3gM", v / 1e6);
-  } else if (a >= 1e4) {
+  } else if (a >= 1e3) {
     std::snprintf(buffer, sizeof buffer, "%.3gk", v / 1e3);
   } else {
     std::snprintf(buffer, sizeof buffer, "%.3g", v);
@@ -269,6 +269,8 @@ class SvgWriter {
   }
 
   void marks(const Panel& top, const Panel& bottom) {
+    // Labels of events at (nearly) the same step stand side by side, not on top of each other.
+    std::vector<double> label_x;
     for (const RunLogMark& m : log_.marks) {
       if (m.kind != RunMarkKind::kCheckpoint && m.kind != RunMarkKind::kSignal &&
           m.kind != RunMarkKind::kRequeue && m.kind != RunMarkKind::kResume) {
@@ -288,7 +290,12 @@ class SvgWriter {
         std::string label = kind;
         if (m.kind == RunMarkKind::kSignal) label += signal_word(m.detail);
         if (m.kind == RunMarkKind::kResume) label += " @" + std::to_string(m.step);
-        out_ += "<text transform=\"translate(" + num(px + 4) + "," + num(top.top + 8) +
+        double lx = px + 4;
+        for (double used : label_x) {
+          if (std::fabs(used - lx) < 13) lx = used + 13;
+        }
+        label_x.push_back(lx);
+        out_ += "<text transform=\"translate(" + num(lx) + "," + num(top.top + 8) +
                 ") rotate(90)\" font-size=\"11\" fill=\"#333\">" + escape(label) + "</text>";
       }
       out_ += "</g>\n";
