@@ -209,6 +209,14 @@ int plan_step(spank_t sp) {
   return 0;
 }
 
+// hwloc dlopens all of its plugins at the first topology it makes; the GL, OpenCL and libxml2
+// ones pull in X11, OpenCL and ICU and cost 3-25 ms per step, and none is needed (the
+// built-in XML parser reads cached topologies; PCI discovery stays). Only this slurmstepd's
+// own environment changes, once, before its first topology; an admin's setting is kept.
+void skip_unneeded_hwloc_plugins() {
+  setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl,hwloc_xml_libxml", 0);
+}
+
 railyard::CpuSet current_affinity() {
   cpu_set_t mask;
   CPU_ZERO(&mask);
@@ -295,6 +303,7 @@ RAILYARD_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
     if (context != S_CTX_LOCAL && context != S_CTX_ALLOCATOR && context != S_CTX_REMOTE) {
       return 0;
     }
+    if (context == S_CTX_REMOTE) skip_unneeded_hwloc_plugins();
     for (auto& o : registered_options()) {
       if (spank_option_register(sp, &o.option) != ESPANK_SUCCESS) {
         throw std::runtime_error("cannot register option --" + o.name);
