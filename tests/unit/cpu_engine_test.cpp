@@ -163,6 +163,23 @@ TEST(CpuEngine, SameSeedSameLosses) {
   }
 }
 
+TEST(CpuEngine, SameSeedSameLossesWithTwoBlasThreads) {
+  // Large enough products that OpenBLAS splits them over both threads.
+  Communicator& comm = Communicator::world();
+  GptConfig cfg = tiny_config();
+  cfg.dim = 128;
+  EngineOptions opts = tiny_options(8, 16);
+  opts.cpu_threads = 2;
+  std::vector<int32_t> tok, tgt;
+  CpuEngine a(cfg, opts, comm, 3), b(cfg, opts, comm, 3);
+  EXPECT_EQ(a.blas_threads(), 2);
+  for (int i = 0; i < 3; ++i) {
+    fixed_batch(8, 16, 16, i, tok, tgt);
+    EXPECT_EQ(train_step(a, tok, tgt, 8, 16, 3e-3f), train_step(b, tok, tgt, 8, 16, 3e-3f));
+  }
+  EXPECT_TRUE(std::equal(a.params().begin(), a.params().end(), b.params().begin()));
+}
+
 TEST(CpuEngine, OverfitsATinyFixedBatch) {
   Communicator& comm = Communicator::world();
   CpuEngine e(tiny_config(), tiny_options(), comm, 7);
