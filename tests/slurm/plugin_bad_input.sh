@@ -72,4 +72,19 @@ grep -q "needs CUDA 12.0" "$scratch/batch.out" || fail "the batch job's output l
 grep -q ran-anyway "$scratch/batch.out" && fail "the batch job's task ran"
 expect_node_idle
 echo "ok: batch job whose step fails the check"
+# plugstack.conf broken while a batch job waits: its batch step still starts (a plugin error
+# there would drain the node), and the srun inside fails with the message.
+set_plugstack "topology=$xml"
+job=$(sbatch --parsable --hold -o "$scratch/held.out" --wrap 'echo batch-ran; srun echo ran-anyway')
+set_plugstack "topology=$xml" colour=blue
+scontrol release "$job"
+for _ in $(seq 1 60); do
+  [[ -z $(squeue -h -j "$job" 2>/dev/null) ]] && break
+  sleep 0.5
+done
+grep -q batch-ran "$scratch/held.out" || fail "the batch step did not run: $(cat "$scratch/held.out")"
+grep -q "unknown key 'colour'" "$scratch/held.out" || fail "the inner srun did not report the bad argument"
+grep -q ran-anyway "$scratch/held.out" && fail "the inner step ran despite the bad argument"
+expect_node_idle
+echo "ok: bad plugstack.conf under a running batch job"
 echo "plugin_bad_input: ok"
