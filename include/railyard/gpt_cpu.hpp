@@ -19,7 +19,8 @@ namespace railyard {
 template <typename T>
 class GptCpu {
  public:
-  // Throws std::invalid_argument for an invalid config or B, T outside [1, ...] / T > max_seq.
+  // Allocates for batches up to max_batch x max_seq. Throws std::invalid_argument for an
+  // invalid config, max_batch < 1, or max_seq outside [1, cfg.max_seq].
   GptCpu(const GptConfig& cfg, int max_batch, int max_seq);
 
   const GptConfig& config() const { return cfg_; }
@@ -53,10 +54,12 @@ class GptCpu {
   std::vector<T> encoded_;
   std::vector<LayerActs> acts_;
   std::vector<T> branch_;  // attention / MLP projection output before the residual add
-  std::vector<T> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_;
+  std::vector<T> lnf_, lnf_mean_, lnf_rstd_, losses_;
+  // [N, padded_vocab]: the logits, turned into probabilities in place by forward and into
+  // their gradient by backward (the largest buffer with a big vocabulary, so only one).
+  std::vector<T> probs_;
   // Backward scratch, reused across layers.
-  std::vector<T> dresid_, dln_, dqkv_, datty_, dfch_, dfch_gelu_, dprobs_scratch_, datt_scratch_,
-      dlosses_;
+  std::vector<T> dresid_, dln_, dqkv_, datty_, dfch_, dfch_gelu_, datt_scratch_, dlosses_;
 
   // The batch of the last forward.
   std::vector<int32_t> tokens_, targets_;
