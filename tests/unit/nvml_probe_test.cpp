@@ -22,6 +22,20 @@ TEST(NvmlProbe, ALibraryWithoutNvmlSymbolsIsUnavailable) {
       << probe.why_unavailable();
 }
 
+// On a machine with the NVIDIA driver (the GPU machine) the probe reads device 0 for real.
+TEST(NvmlProbe, ReadsDeviceZeroWhereTheDriverIsInstalled) {
+  NvmlProbe probe("0");
+  if (!probe.available()) GTEST_SKIP() << "no NVML here: " << probe.why_unavailable();
+  const auto reading = probe.read();
+  ASSERT_TRUE(reading.has_value());
+  EXPECT_GT(reading->mem_total, 0u);
+  EXPECT_LE(reading->mem_used, reading->mem_total);
+  if (reading->utilization) {
+    EXPECT_GE(*reading->utilization, 0.0);
+    EXPECT_LE(*reading->utilization, 1.0);
+  }
+}
+
 TEST(NvmlDeviceFromEnvironment, PrefersThePluginsBusIdThenTheFirstVisibleDevice) {
   ::unsetenv("RAILYARD_GPU_PCI");
   ::unsetenv("CUDA_VISIBLE_DEVICES");
