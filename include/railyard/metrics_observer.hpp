@@ -52,8 +52,6 @@ class MetricsObserver : public TrainObserver {
   // Samples the probes and rewrites the file now.
   void write_now();
   const std::string& path() const { return path_; }
-  // A copy of the current metrics (what the next write puts in the file).
-  PrometheusTextfile snapshot();
 
  private:
   void refresh_locked();  // probes, derived values, alert; holds mutex_

@@ -213,11 +213,6 @@ void MetricsObserver::write_now() {
   metrics_.write(path_);
 }
 
-PrometheusTextfile MetricsObserver::snapshot() {
-  std::lock_guard lock(mutex_);
-  return metrics_;
-}
-
 void MetricsObserver::on_run(const RunEvent& event) {
   {
     std::lock_guard lock(mutex_);
