@@ -16,7 +16,9 @@ set_plugstack "topology=$xml"
 # Within one allocation, a step with the plugin off shows what Slurm allows each task.
 salloc -Q -n 4 --gres=gpu:4 bash -c "
   srun --railyard=off bash -c '$task_probe' >'$scratch/off.out' &&
-  srun --railyard-verbose bash -c '$task_probe' >'$scratch/out' 2>'$scratch/err'" ||
+  srun --railyard-verbose bash -c '$task_probe' >'$scratch/out' 2>'$scratch/err' &&
+  srun --railyard-cpu-bind=off bash -c '$task_probe' >'$scratch/nobind.out' &&
+  srun --gres=none bash -c '$task_probe' >'$scratch/nogpu.out'" ||
   fail "salloc/srun failed: $(cat "$scratch/err")"
 cat "$scratch/off.out" "$scratch/out" "$scratch/err"
 
@@ -44,6 +46,16 @@ while IFS='|' read -r _ id cvd hca ucx rcpus rank cpus; do
 done < <(grep '^probe|' "$scratch/out")
 [[ $(printf '%s\n' "${firsts[@]}" | sort -u | wc -l) == 4 ]] ||
   fail "first visible devices repeat: ${firsts[*]}"
+
+# --railyard-cpu-bind=off keeps Slurm's affinity; a step without GPUs still gets a plan.
+while IFS='|' read -r _ id _ _ _ _ _ cpus; do
+  allowed=$(awk -F'|' -v id="$id" '$2 == id { print $8 }' "$scratch/off.out")
+  [[ $cpus == "$allowed" ]] || fail "--railyard-cpu-bind=off: task $id runs on $cpus, not $allowed"
+done < <(grep '^probe|' "$scratch/nobind.out")
+while IFS='|' read -r _ id _ _ _ _ rank _; do
+  [[ $rank == "$id" ]] || fail "step without GPUs: task $id has RAILYARD_LOCAL_RANK=$rank"
+done < <(grep '^probe|' "$scratch/nogpu.out")
+[[ $(grep -c '^probe|' "$scratch/nogpu.out") == 4 ]] || fail "step without GPUs: expected 4 tasks"
 
 # By local rank, task i drives GPU i.
 srun -n 4 --gres=gpu:4 --railyard-gpu=rank bash -c "$task_probe" >"$scratch/rank.out"
