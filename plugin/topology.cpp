@@ -295,6 +295,12 @@ Topology load_topology_xml(const std::string& path) {
 Topology discover_topology() {
   TopologyHandle topo = make_handle("this machine");
   hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // Linux's sysfs discovery finds the PCI tree and OS devices by itself. The libpciaccess
+  // component only adds device names (and leaks), OpenCL and GL open an ICD loader or a display
+  // inside slurmstepd; none of them changes a plan. CUDA/NVML, where hwloc has them, stay.
+  for (const char* component : {"pci", "opencl", "gl"}) {
+    hwloc_topology_set_components(topo.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, component);
+  }
   if (hwloc_topology_load(topo.get()) != 0) {
     throw std::runtime_error(std::string("railyard: hwloc cannot discover this machine: ") +
                              std::strerror(errno));
