@@ -228,7 +228,10 @@ constexpr T kGeluCubic = T(0.044715);
 // built in the exponent bits. Inputs are clamped to [-87, 88], where e^x stays normal.
 // Forced inline (as gelu_tanh): a call left in the loop body stops the vectorizer.
 [[gnu::always_inline]] inline float exp_float(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
+  // Written so that NaN maps to -87 (the float-to-int conversion below must stay defined);
+  // the callers' own arithmetic still propagates the NaN.
+  x = x > -87.0f ? x : -87.0f;
+  x = x < 88.0f ? x : 88.0f;
   // Round to nearest by the 1.5 * 2^23 trick (no rounding instruction in baseline x86-64).
   const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
   const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 split in two parts
@@ -255,7 +258,7 @@ template <typename T>
                       x2 * (2.0f / 15 +
                             x2 * (-17.0f / 315 + x2 * (62.0f / 2835 + x2 * (-1382.0f / 155925))))));
     const float via_exp = 1.0f - 2.0f / (1.0f + exp_float(2.0f * x));
-    return std::abs(x) < 0.3f ? series : via_exp;
+    return std::abs(x) >= 0.3f ? via_exp : series;  // NaN takes the series: stays NaN
   } else {
     return std::tanh(x);
   }
@@ -276,8 +279,11 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, int64_t n) {
     const T x = inp[i];
     const T th = gelu_tanh(kGeluScale<T> * (x + kGeluCubic<T> * x * x * x));
     const T sech2 = T(1) - th * th;
-    const T grad = T(0.5) * (T(1) + th) +
-                   T(0.5) * x * sech2 * kGeluScale<T> * (T(1) + T(3) * kGeluCubic<T> * x * x);
+    // Where tanh saturates (sech2 = 0) the second term is 0, not 0 * inf once x^2 overflows.
+    const T curve = sech2 > T(0)
+                        ? T(0.5) * x * sech2 * kGeluScale<T> * (T(1) + T(3) * kGeluCubic<T> * x * x)
+                        : T(0);
+    const T grad = T(0.5) * (T(1) + th) + curve;
     dinp[i] += grad * dout[i];
   }
 }

@@ -263,6 +263,16 @@ TEST(LayerGrad, FloatGeluMatchesDouble) {
     // used (tanhf itself is off by 2e-6 at x = -5), hence the wider bound.
     ASSERT_NEAR(dyf[i], dyr, 3e-6 * std::max(1.0, std::abs(dyr))) << "x=" << xi;
   }
+  // A diverged model's NaN stays NaN; huge inputs saturate.
+  const float special[] = {std::nanf(""), 1e30f, -1e30f};
+  float out[3], grad[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+  cpu::gelu_forward(out, special, 3);
+  cpu::gelu_backward(grad, special, one, 3);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isnan(grad[0]));
+  EXPECT_EQ(out[1], 1e30f);
+  EXPECT_EQ(grad[1], 1.0f);
+  EXPECT_EQ(grad[2], 0.0f);
 }
 
 TEST(LayerGrad, FloatMatchesDouble) {
