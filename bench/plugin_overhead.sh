@@ -65,18 +65,20 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 minimum() { sort -n | head -1; }
 echo "plugin_overhead: $runs runs each of 'srun -n 8 --cpu-bind=none --gres=none|gpu:4 true'"
 printf '  %-12s %10s %10s\n' variant median_ms min_ms
+declare -A med min
 for v in "${variants[@]}"; do
   awk -v v="$v" '$1 == v { print $2 }' "$scratch/samples" >"$scratch/$v.us"
-  med=$(median <"$scratch/$v.us")
-  min=$(minimum <"$scratch/$v.us")
-  printf '  %-12s %10.1f %10.1f\n' "$v" "$(awk -v u="$med" 'BEGIN {print u / 1000}')" \
-    "$(awk -v u="$min" 'BEGIN {print u / 1000}')"
-  declare "med_${v/:/_}=$med" "min_${v/:/_}=$min"
+  med[$v]=$(median <"$scratch/$v.us")
+  min[$v]=$(minimum <"$scratch/$v.us")
+  awk -v v="$v" -v m="${med[$v]}" -v n="${min[$v]}" 'BEGIN { printf "  %-12s %10.1f %10.1f\n", v, m / 1000, n / 1000 }'
 done
-awk -v a="$med_none_cpu" -v b="$med_plugin_cpu" -v c="$med_none_gpu" -v d="$med_plugin_gpu" \
-  -v e="$min_none_cpu" -v f="$min_plugin_cpu" -v g="$min_none_gpu" -v h="$min_plugin_gpu" 'BEGIN {
-  printf "  added by the plugin (median): %.1f ms without GPUs, %.1f ms with 4 GPUs\n", (b - a) / 1000, (d - c) / 1000
-  printf "  added by the plugin (min):    %.1f ms without GPUs, %.1f ms with 4 GPUs\n", (f - e) / 1000, (h - g) / 1000 }'
+added() { # statistic-array name: prints the plugin's added ms without and with GPUs
+  local -n s=$1
+  awk -v a="${s[none:cpu]}" -v b="${s[plugin:cpu]}" -v c="${s[none:gpu]}" -v d="${s[plugin:gpu]}" \
+    'BEGIN { printf "%.1f ms without GPUs, %.1f ms with 4 GPUs", (b - a) / 1000, (d - c) / 1000 }'
+}
+echo "  added by the plugin (median): $(added med)"
+echo "  added by the plugin (min):    $(added min)"
 
 topo=${RAILYARD_BUILD_DIR:-$here/build}/plugin/railyard-topo
 if [[ -x $topo ]]; then

@@ -2,6 +2,7 @@
 # --railyard=off leaves a task's environment and affinity exactly as Slurm made them (compared
 # with a step run with no plugin at all); a variable the user set stays unless the admin sets
 # force=on, and the verbose report says which it kept.
+# shellcheck disable=SC2016  # the single-quoted commands expand in the task
 set -euo pipefail
 # shellcheck source=lib/plugin_test_lib.bash
 source "$(dirname "$0")/lib/plugin_test_lib.bash"

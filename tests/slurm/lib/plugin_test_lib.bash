@@ -39,8 +39,8 @@ node_state() { sinfo -h -n node1 -o %T; }
 
 # Fails unless node1 is idle (a plugin error must fail the step, never drain the node).
 expect_node_idle() {
-  local state i
-  for i in 1 2 3 4 5 6 7 8 9 10; do
+  local state
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
     state=$(node_state)
     [[ $state == idle ]] && return 0
     sleep 0.5
@@ -157,5 +157,5 @@ PY
 
 # What one task sees, as one '|'-separated line: local id, CUDA_VISIBLE_DEVICES, NCCL_IB_HCA,
 # UCX_NET_DEVICES, RAILYARD_CPUS, RAILYARD_LOCAL_RANK, Cpus_allowed_list.
-# shellcheck disable=SC2016
+# shellcheck disable=SC2016,SC2034  # expanded in the task; used by the sourcing tests
 task_probe='echo "probe|$SLURM_LOCALID|${CUDA_VISIBLE_DEVICES-unset}|${NCCL_IB_HCA-unset}|${UCX_NET_DEVICES-unset}|${RAILYARD_CPUS-unset}|${RAILYARD_LOCAL_RANK-unset}|$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
