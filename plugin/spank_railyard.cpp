@@ -205,6 +205,7 @@ int plan_step(spank_t sp) {
   request.node_name = node;
   request.policy = policy;
   s.plan = railyard::plan_step(topology, request);
+  for (const std::string& warning : s.plan->warnings) slurm_info("railyard: %s", warning.c_str());
   s.active = true;
   return 0;
 }
@@ -286,6 +287,11 @@ int apply_task(spank_t sp) {
     // Slurm's name for the node is in the task's environment only from task_init on.
     if (auto name = job_env(sp, "SLURMD_NODENAME"); name && !name->empty()) {
       s.plan->node_name = *name;
+    }
+    if (task == 0) {
+      for (const std::string& warning : s.plan->warnings) {
+        std::fprintf(stderr, "railyard: warning: %s\n", warning.c_str());
+      }
     }
     std::string line = railyard::format_task_report(*s.plan, applied);
     if (!kept.empty()) line += " kept=" + kept;
