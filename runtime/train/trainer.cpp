@@ -150,6 +150,8 @@ int Trainer::run() {
   std::string message;
   std::string resumed_from;
   try {
+    // First, so that a preemption during a slow start is not fatal.
+    s.watcher = std::make_unique<SignalWatcher>(cfg_.signals);
     s.train = std::make_unique<TokenDataset>(cfg_.data);
     const int vocab = cfg_.vocab > 0 ? cfg_.vocab : s.train->vocab();
     s.train->check_vocab(vocab);
@@ -174,7 +176,6 @@ int Trainer::run() {
       s.val_loader = std::make_unique<DataLoader>(*s.val, cfg_.batch, cfg_.seq, rank, world,
                                                   cfg_.seed, /*shuffle=*/false);
     }
-    s.watcher = std::make_unique<SignalWatcher>(cfg_.signals);
 
     EngineOptions opts;
     opts.device = cfg_.device;

@@ -11,7 +11,8 @@ from train_common import TINY, check, fresh_tmp, losses, text_data, train  # noq
 
 tmp = fresh_tmp("train_resume_exact")
 data = text_data(tmp)
-common = ["--data", data, "--steps", 16, "--keep", 5, *TINY]
+base = ["--data", data, "--keep", 5, *TINY]
+common = [*base, "--steps", 16]
 args = [*common, "--batch", 2, "--ckpt-every", 8]
 
 full = tmp / "full"
@@ -43,4 +44,14 @@ one = losses(rec)
 check([s for s, _ in one] == list(range(9, 17)), f"steps after --resume PATH: {one}")
 for (s, a), (_, b) in zip(one, ref[8:]):
     check(abs(a - b) <= 1e-4 * abs(b), f"1-rank resume of a 2-rank run, step {s}: {a} vs {b}")
+
+# Time-based saves (rank 0's clock decides for all ranks) and the save-budget warning.
+_, err, rec = train([*base, "--batch", 2, "--steps", 4, "--ckpt-dir", tmp / "timed",
+                     "--ckpt-interval", "1e-9", "--save-budget", "1e-9"], ranks=2,
+                    log=tmp / "timed.jsonl")
+saves = [(r["step"], r["reason"]) for r in rec if r["type"] == "checkpoint"]
+check(saves == [(1, "periodic"), (2, "periodic"), (3, "periodic"), (4, "final")], f"{saves}")
+check(all(r["stall_seconds"] <= r["seconds"] for r in rec if r["type"] == "checkpoint"),
+      "a background save must stall training less than it takes")
+check("--save-budget" in err and "grace time" in err, f"no save-budget warning:\n{err}")
 print("ok: resume is exact")
