@@ -30,13 +30,18 @@ struct TopologyDeleter {
 };
 using TopologyHandle = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 
+// Locality is the hardware's, not the caller's: slurmstepd may run inside a step's cpuset
+// cgroup, which would otherwise hide the cpus and NUMA nodes of GPUs outside it. Only
+// Topology::cpuset is the allowed set. (An XML file is never treated as this system.)
 TopologyHandle make_handle(const std::string& what) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) {
     throw std::runtime_error("railyard: cannot initialise hwloc for " + what + ": " +
                              std::strerror(errno));
   }
-  return TopologyHandle(raw);
+  TopologyHandle topo(raw);
+  hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  return topo;
 }
 
 std::string list_string(hwloc_const_bitmap_t bits) {
@@ -166,7 +171,7 @@ std::vector<unsigned> ports_of(hwloc_obj_t osdev) {
 Topology read(hwloc_topology_t topo, const std::string& source) {
   Topology t;
   t.source = source;
-  t.cpuset = list_string(hwloc_get_root_obj(topo)->cpuset);
+  t.cpuset = list_string(hwloc_topology_get_allowed_cpuset(topo));
 
   std::vector<hwloc_obj_t> gpu_objs;
   for (hwloc_obj_t pci = hwloc_get_next_pcidev(topo, nullptr); pci != nullptr;
