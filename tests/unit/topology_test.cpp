@@ -4,6 +4,7 @@
 #include "railyard/topology.hpp"
 
 #include <gtest/gtest.h>
+#include <hwloc.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -126,6 +127,30 @@ TEST(Topology, UuidComesFromNvmlData) {
   const Topology t = load_topology_xml(node.write("uuid"));
   ASSERT_EQ(t.gpus.size(), 1u);
   EXPECT_EQ(t.gpus[0].uuid, "GPU-0123abcd-0000-1111-2222-333344445555");
+}
+
+TEST(Topology, ReadsHwlocOneXml) {
+  // hwloc 2 exports the DGX node in the 1.x format; the classes must survive the round trip.
+  SyntheticNode node = testing::dgx_h100();
+  const std::string v2 = node.write("dgx");
+  hwloc_topology_t topo = nullptr;
+  ASSERT_EQ(hwloc_topology_init(&topo), 0);
+  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_ALL);
+  ASSERT_EQ(hwloc_topology_set_xml(topo, v2.c_str()), 0);
+  ASSERT_EQ(hwloc_topology_load(topo), 0);
+  const std::string v1 = ::testing::TempDir() + "/railyard-dgx-v1.xml";
+  ASSERT_EQ(hwloc_topology_export_xml(topo, v1.c_str(), HWLOC_TOPOLOGY_EXPORT_XML_FLAG_V1), 0);
+  hwloc_topology_destroy(topo);
+
+  const Topology a = load_topology_xml(v2);
+  const Topology b = load_topology_xml(v1);
+  ASSERT_EQ(b.gpus.size(), 8u);
+  ASSERT_EQ(b.nics.size(), 8u);
+  for (size_t g = 0; g < 8; ++g) {
+    EXPECT_EQ(b.gpus[g].pci_bus_id, a.gpus[g].pci_bus_id);
+    EXPECT_EQ(b.gpus[g].cpuset, a.gpus[g].cpuset);
+    EXPECT_EQ(b.gpu_nic[g], a.gpu_nic[g]) << "GPU " << g;
+  }
 }
 
 TEST(Topology, MissingFileIsNamed) {
