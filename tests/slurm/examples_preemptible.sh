@@ -1,9 +1,13 @@
 #!/bin/bash
-# examples/preemptible.sbatch as a user submits it, on the local cluster with a tiny CPU model:
-# the time-limit warning (USR1 to the batch shell, as --signal=B:USR1@120 sends it) is passed
-# to the ranks by the script's trap; they save, requeue the job and stop; the requeued job
-# (SLURM_RESTART_COUNT=1) resumes from that checkpoint, appends to the same output file and
-# log, finishes, and writes the report, which shows two process runs and the resume.
+# examples/preemptible.sbatch as a user submits it, on the local cluster with a tiny CPU model,
+# interrupted twice: (1) preempted by a job in the higher-priority partition (Slurm sends TERM;
+# the script's TERM trap keeps it waiting; the ranks save, railyard requeues the job because
+# it is being preempted, and stops), (2) the time-limit warning (USR1 to the batch shell, as
+# --signal=B:USR1@120 sends it, passed to the ranks by the script's USR1 trap; they save,
+# requeue and stop). Each requeued run resumes from the checkpoint of the step it stopped at
+# and appends to the same output file and log; the last one finishes and writes the report.
+# The ranks are paused (SIGSTOP) while a signal is on its way, so a fast machine cannot finish
+# the run first; Slurm's SIGCONT before its TERM (preemption), or ours (USR1), resumes them.
 set -euo pipefail
 source "$RAILYARD_CLUSTER_DIR/env.sh"
 tools=$RAILYARD_BUILD_DIR/runtime/tools
@@ -35,7 +39,7 @@ printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 300) >"$tmp/fox
 "$tools/railyard-data" text "$tmp/fox.txt" -o "$tmp/fox.h5" >/dev/null
 
 # The script's own #SBATCH lines ask for a site's partition and 4 GPUs of 8 cores each; the
-# command line fits them to the local cluster, as a user would for a small test.
+# command line fits them to the local cluster ("batch" is preemptible there), as a user would.
 export PATH=$tools:$PATH DATA=$tmp/fox.h5 RUN=$tmp/run STEPS=60
 export MODEL="--layers 2 --dim 64 --heads 2 --seq 64 --batch 4 --device cpu --log-every 5"
 job=$(sbatch --parsable --partition=batch --ntasks-per-node=2 --gpus-per-node=2 \
@@ -51,40 +55,68 @@ wait_for() { # seconds description command...
     sleep 0.5
   done
 }
-steps_logged() { [[ -f $RUN/log.jsonl ]] && (($(grep -c '"type":"step"' "$RUN/log.jsonl") >= 5)); }
-wait_for 90 "5 training steps" steps_logged
-
-# What Slurm does 120 s before the time limit with --signal=B:USR1@120.
-scancel --signal=USR1 --batch "$job"
-
+log=$RUN/log.jsonl
+# Steps logged since the last start or resume.
+steps_since_start() {
+  [[ -f $log ]] || { echo 0; return; }
+  awk '/"kind":"(start|resume)"/ { n = 0 } /"type":"step"/ { n++ } END { print n + 0 }' "$log"
+}
+resumes() { if [[ -f $log ]]; then grep -c '"kind":"resume"' "$log" || true; else echo 0; fi; }
 job_state() { scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 restarts() { scontrol -o show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2; }
-finished() { [[ $(job_state) == COMPLETED && $(restarts) -ge 1 ]]; }
-wait_for 150 "the requeued job to finish (state $(job_state), restarts $(restarts))" finished
-cat "$tmp/job.out"
+running_with() { # resumes steps-since-start
+  [[ $(resumes) -ge $1 && $(steps_since_start) -ge $2 && $(job_state) == RUNNING ]]
+}
+pause_ranks() { scancel --signal=STOP "$job.0"; }
 
+# (1) Preemption: a job in the "urgent" partition that needs the whole node.
+wait_for 90 "5 training steps" running_with 0 5
+pause_ranks
+urgent=$(sbatch --parsable --partition=urgent -n 8 --gres=gpu:4 -o /dev/null --wrap 'sleep 1') ||
+  fail "submitting the urgent job failed"
+echo "urgent job $urgent"
+wait_for 120 "the preempted job to resume (state $(job_state), restarts $(restarts))" running_with 1 3
+
+# (2) What Slurm does 120 s before the time limit with --signal=B:USR1@120.
+pause_ranks
+scancel --signal=USR1 --batch "$job"
+sleep 1
+scancel --signal=CONT "$job.0"
+finished() { [[ $(job_state) == COMPLETED && $(restarts) -ge 2 ]]; }
+wait_for 150 "the job to finish after its second requeue (state $(job_state), restarts $(restarts))" finished
+cat "$tmp/job.out"
+scontrol -o show job "$urgent" | grep -q 'JobState=COMPLETED' || fail "the urgent job did not run"
+
+grep -q "TERM: waiting for railyard-train" "$tmp/job.out" || fail "the TERM trap did not run"
 grep -q "time limit near: asking railyard-train to checkpoint" "$tmp/job.out" ||
   fail "the USR1 trap did not run"
-grep -q "run 0 of job $job" "$tmp/job.out" && grep -q "run 1 of job $job" "$tmp/job.out" ||
-  fail "the output file does not hold both runs (--open-mode=append)"
-grep -q "training finished" "$tmp/job.out" || fail "the second run did not finish"
-python3 - "$RUN/log.jsonl" <<'PY' || fail "the run log does not show a save, a requeue and a resume"
+for run in 0 1 2; do
+  grep -q "run $run of job $job" "$tmp/job.out" ||
+    fail "the output file does not hold run $run (--open-mode=append)"
+done
+grep -q "training finished" "$tmp/job.out" || fail "the last run did not finish"
+! grep -q "railyard-train failed" "$tmp/job.out" || fail "the script took a stop for a failure"
+[[ $(grep -c "stopped on a signal" "$tmp/job.out") == 2 ]] || fail "the script did not report both stops"
+python3 - "$log" <<'PY' || fail "the run log does not show two saves on signals, two requeues and two resumes"
 import json, sys
 rec = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 runs = [r for r in rec if r["type"] == "run"]
-kinds = [r["kind"] for r in runs]
-assert "signal" in kinds and "requeue" in kinds and "resume" in kinds and kinds[-1] == "finish", kinds
-stop = next(r["step"] for r in runs if r["kind"] == "signal")
-resume = next(r["step"] for r in runs if r["kind"] == "resume")
+kinds = [r["kind"] for r in runs if r["kind"] in ("start", "signal", "requeue", "stop", "resume", "finish")]
+expect = ["start", "signal", "requeue", "stop", "resume", "signal", "requeue", "stop", "resume", "finish"]
+assert kinds == expect, kinds
+signals = [r for r in runs if r["kind"] == "signal"]
+assert "TERM" in signals[0]["detail"] and "USR1" in signals[1]["detail"], signals
+stops = [r["step"] for r in signals]
+resumed = [r["step"] for r in runs if r["kind"] == "resume"]
 saved = [r["step"] for r in rec if r["type"] == "checkpoint" and r["reason"] == "signal"]
-assert saved == [stop] and resume == stop, (saved, stop, resume)
+assert saved == stops == resumed, (saved, stops, resumed)
 steps = [r["step"] for r in rec if r["type"] == "step"]
 assert steps == list(range(1, 61)), steps  # nothing lost, nothing redone
 PY
 [[ -f $RUN/report.html ]] || fail "the script did not write the report"
-grep -q '<th>process runs</th><td>2 (1 resumed)</td>' "$RUN/report.html" ||
-  fail "the report does not show two process runs"
-grep -q 'data-mark="resume"' "$RUN/report.html" || fail "the report marks no resume"
-grep -q '^railyard_restarts{[^}]*rank="0"} 1$' "$RUN/metrics.rank0.prom" ||
-  fail "the metrics do not count the restart: $(grep restarts "$RUN/metrics.rank0.prom")"
+grep -q '<th>process runs</th><td>3 (2 resumed)</td>' "$RUN/report.html" ||
+  fail "the report does not show three process runs"
+[[ $(grep -c 'data-mark="resume"' "$RUN/report.html") == 2 ]] || fail "the report does not mark both resumes"
+grep -q '^railyard_restarts{[^}]*rank="0"} 2$' "$RUN/metrics.rank0.prom" ||
+  fail "the metrics do not count the restarts: $(grep restarts "$RUN/metrics.rank0.prom")"
 echo "examples_preemptible: ok"
