@@ -107,14 +107,21 @@ std::vector<std::vector<int>> assign_gpus(const std::vector<StepGpu>& gpus,
   auto rank_target = [&](size_t row) -> int {
     return many_tasks ? static_cast<int>(row % n_gpus) : slot_target[row];
   };
+  // Cpus each task shares with each GPU's NUMA node, computed once: the cost matrix repeats
+  // them for every slot.
+  std::vector<std::vector<std::int64_t>> shared(n_tasks, std::vector<std::int64_t>(n_gpus));
+  if (choice == GpuChoice::kClosest && targets > 1) {
+    for (size_t t = 0; t < n_tasks; ++t) {
+      for (size_t g = 0; g < n_gpus; ++g) shared[t][g] = (allowed[t] & gpus[g].local).count();
+    }
+  }
   auto overlap = [&](size_t row, int target) {
-    const size_t task = many_tasks ? row : static_cast<size_t>(target);
-    const size_t gpu = many_tasks ? static_cast<size_t>(target) : row;
-    return static_cast<std::int64_t>((allowed[task] & gpus[gpu].local).count());
+    return many_tasks ? shared[row][target] : shared[target][row];
   };
 
   std::vector<int> target_of(rows);
-  if (choice == GpuChoice::kRank || rows > kMaxAssignment) {
+  // With one GPU, or one task, there is nothing to choose.
+  if (choice == GpuChoice::kRank || targets == 1 || rows > kMaxAssignment) {
     for (size_t r = 0; r < rows; ++r) target_of[r] = rank_target(r);
   } else {
     // Squared distance from the by-rank target keeps equally near choices in rank order; its
