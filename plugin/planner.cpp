@@ -84,8 +84,7 @@ std::int64_t square(std::int64_t x) {
   return x * x;
 }
 
-// owner[g] = the task given step GPU g (n_gpus > n_tasks), or gpu_of[t] = the step GPU given
-// task t (n_tasks >= n_gpus); returned as the GPU lists of each task.
+// Per task, the step GPUs (indices into `gpus`, ascending) it drives.
 std::vector<std::vector<int>> assign_gpus(const std::vector<StepGpu>& gpus,
                                           const std::vector<CpuSet>& allowed, GpuChoice choice) {
   const size_t n_tasks = allowed.size();
@@ -189,11 +188,9 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
                                 " local tasks");
   }
   if (!request.cuda_names.empty() && request.cuda_names.size() != request.step_gpus.size()) {
-    throw std::invalid_argument("CUDA device names for " +
-                                std::to_string(request.cuda_names.size()) +
-                                " GPUs given, but the "
-                                "step has " +
-                                std::to_string(request.step_gpus.size()) + " GPUs");
+    throw std::invalid_argument(
+        "CUDA device names for " + std::to_string(request.cuda_names.size()) +
+        " GPUs given, but the step has " + std::to_string(request.step_gpus.size()) + " GPUs");
   }
   const Policy& policy = request.policy;
 
@@ -276,8 +273,9 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
       const Nic& nic = topology.nics[n];
       task.nics.push_back(nic.name);
       if (nic.efa) continue;
-      for (unsigned port : nic.ports)
+      for (unsigned port : nic.ports) {
         task.nic_ports.push_back(nic.name + ":" + std::to_string(port));
+      }
       if (task.netdev.empty() && !nic.netdevs.empty()) task.netdev = nic.netdevs.front();
     }
 
