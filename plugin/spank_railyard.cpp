@@ -52,8 +52,9 @@ struct State {
   std::string admin_error;  // why plugstack.conf's arguments were refused
   bool active = false;      // remote: this step gets a plan
   std::optional<railyard::StepPlan> plan;
-  // Why the step cannot run. user_init only records it: srun exits 0 when a step fails to
-  // launch, so the tasks fail instead (in task_init), which srun reports with a non-zero code.
+  // Whether user_init found that the step cannot run (it has logged why). It fails the tasks
+  // instead of itself: srun exits 0 when a step fails to launch, but reports failed tasks
+  // with a non-zero code.
   bool step_failed = false;
 };
 State& state() {
@@ -236,7 +237,7 @@ railyard::CpuSet current_affinity() {
 void set_affinity(const railyard::CpuSet& cpus) {
   cpu_set_t mask;
   CPU_ZERO(&mask);
-  for (int cpu : railyard::expand_cpu_list(cpus.to_string())) {
+  for (int cpu : cpus.members()) {
     if (cpu < CPU_SETSIZE) CPU_SET(cpu, &mask);
   }
   if (sched_setaffinity(0, sizeof mask, &mask) != 0) {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
-#include <stdexcept>
 
 namespace railyard {
 namespace {
@@ -49,30 +47,6 @@ StepGpus step_gpus_from_env(const std::optional<std::string>& slurm_step_gpus,
     out.step_gpus = cuda;
   }
   return out;
-}
-
-std::vector<int> expand_cpu_list(std::string_view list) {
-  std::vector<int> cpus;
-  auto number = [&](std::string_view s) {
-    int v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0 || v > 1 << 20) {
-      throw std::invalid_argument("invalid cpu list '" + std::string(list) + "'");
-    }
-    return v;
-  };
-  size_t start = 0;
-  while (start < list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    const std::string_view range = list.substr(start, comma - start);
-    const size_t dash = range.find('-');
-    const int first = number(range.substr(0, dash));
-    const int last = dash == std::string_view::npos ? first : number(range.substr(dash + 1));
-    if (last < first) throw std::invalid_argument("invalid cpu list '" + std::string(list) + "'");
-    for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
-    start = comma + 1;
-  }
-  return cpus;
 }
 
 bool safe_env_name(std::string_view name) {

@@ -23,10 +23,6 @@ StepGpus step_gpus_from_env(const std::optional<std::string>& slurm_step_gpus,
                             const std::optional<std::string>& slurm_job_gpus,
                             const std::optional<std::string>& cuda_visible_devices);
 
-// The cpu numbers of a list string ("0-2,8" gives 0, 1, 2, 8), as sched_setaffinity takes
-// them. Throws std::invalid_argument for anything but digits, commas and ascending ranges.
-std::vector<int> expand_cpu_list(std::string_view list);
-
 // Whether `name` is a variable name the plugin may set ([A-Za-z_][A-Za-z0-9_]*).
 bool safe_env_name(std::string_view name);
 // Whether `value` may go into the environment: printable ASCII only (no newline or other

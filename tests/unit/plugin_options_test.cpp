@@ -203,15 +203,6 @@ TEST(StepEnv, NoGpus) {
   EXPECT_TRUE(step_gpus_from_env("", std::nullopt, "").step_gpus.empty());
 }
 
-TEST(StepEnv, CpuListsExpand) {
-  EXPECT_EQ(expand_cpu_list("0-2,8"), (std::vector<int>{0, 1, 2, 8}));
-  EXPECT_EQ(expand_cpu_list("5"), std::vector<int>{5});
-  EXPECT_TRUE(expand_cpu_list("").empty());
-  for (const char* bad : {"3-1", "a", "1,,2", "1-", "-1", "99999999"}) {
-    EXPECT_THROW(expand_cpu_list(bad), std::invalid_argument) << bad;
-  }
-}
-
 TEST(StepEnv, OnlySafeNamesAndValuesAreWritten) {
   EXPECT_TRUE(safe_env_name("NCCL_IB_HCA"));
   EXPECT_FALSE(safe_env_name("1ABC"));
