@@ -1,7 +1,7 @@
 #!/bin/bash
 # The .deb made by cpack holds what the build made, where Debian looks for it: the tools in
-# /usr/bin, the SPANK plugin in Slurm's plugin directory, headers, the static runtime and a
-# CMake package config. Extracted into a scratch root, its tools run, and a program built
+# /usr/bin, the SPANK plugin in Slurm's plugin directory, headers, the static runtime, a CMake
+# package config, and the examples, Slurm snippets and guides in /usr/share/doc/railyard. Extracted into a scratch root, its tools run, and a program built
 # with find_package(railyard) against that root links the runtime and uses it (HDF5 included).
 set -euo pipefail
 
@@ -35,7 +35,9 @@ dpkg-deb -x "$deb" "$root"
 plugin_dir=$(sed -n 's/^RAILYARD_SLURM_PLUGIN_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 expect=(usr/include/railyard/metrics_observer.hpp usr/include/railyard/train_observer.hpp
         usr/lib/librailyard_runtime.a usr/lib/cmake/railyard/railyardConfig.cmake
-        usr/lib/cmake/railyard/railyardConfigVersion.cmake)
+        usr/lib/cmake/railyard/railyardConfigVersion.cmake
+        usr/share/doc/railyard/examples/preemptible.sbatch
+        usr/share/doc/railyard/slurm/slurm-preemption.conf usr/share/doc/railyard/guide.md)
 # Every tool the build made is packaged, and the plugin where Debian's Slurm loads plugins.
 for exe in "$build"/runtime/tools/railyard-* "$build"/plugin/railyard-*; do
   [[ -x $exe && ! -d $exe ]] && expect+=("usr/bin/$(basename "$exe")")
