@@ -36,15 +36,16 @@ StepGpus step_gpus_from_env(const std::optional<std::string>& slurm_step_gpus,
   const std::optional<std::string>& slurm = slurm_step_gpus ? slurm_step_gpus : slurm_job_gpus;
   std::vector<std::string> indices = slurm ? split_list(*slurm) : std::vector<std::string>{};
 
+  // Without Slurm's own list the step has no GPUs from Slurm: a CUDA_VISIBLE_DEVICES then is
+  // the user's choice (or an outer step's) and stays as it is.
   StepGpus out;
+  if (indices.empty()) return out;
   if (!cuda.empty() && std::all_of(cuda.begin(), cuda.end(), is_uuid)) {
     out.step_gpus = cuda;
     out.cuda_names = cuda;
-  } else if (!indices.empty()) {
+  } else {
     out.step_gpus = indices;
     if (cuda.size() == indices.size()) out.cuda_names = cuda;
-  } else {
-    out.step_gpus = cuda;
   }
   return out;
 }

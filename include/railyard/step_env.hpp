@@ -18,7 +18,8 @@ struct StepGpus {
 // From SLURM_STEP_GPUS (or, for a job-level allocation, SLURM_JOB_GPUS) and
 // CUDA_VISIBLE_DEVICES; nullopt for an unset variable. UUIDs in CUDA_VISIBLE_DEVICES (MIG)
 // name the GPUs themselves; indices there are only Slurm's renumbering when they differ from
-// SLURM_STEP_GPUS. No GPUs at all gives empty lists.
+// SLURM_STEP_GPUS. Without SLURM_STEP_GPUS and SLURM_JOB_GPUS the step has no GPUs (empty
+// lists), whatever CUDA_VISIBLE_DEVICES says: then the user set it, and it is theirs.
 StepGpus step_gpus_from_env(const std::optional<std::string>& slurm_step_gpus,
                             const std::optional<std::string>& slurm_job_gpus,
                             const std::optional<std::string>& cuda_visible_devices);

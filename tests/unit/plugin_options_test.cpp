@@ -201,6 +201,8 @@ TEST(StepEnv, NoGpus) {
   EXPECT_TRUE(step_gpus_from_env(std::nullopt, std::nullopt, std::nullopt).step_gpus.empty());
   EXPECT_TRUE(step_gpus_from_env(std::nullopt, std::nullopt, "NoDevFiles").step_gpus.empty());
   EXPECT_TRUE(step_gpus_from_env("", std::nullopt, "").step_gpus.empty());
+  // A CUDA_VISIBLE_DEVICES without Slurm's GPU list is the user's.
+  EXPECT_TRUE(step_gpus_from_env(std::nullopt, std::nullopt, "0,1").step_gpus.empty());
 }
 
 TEST(StepEnv, OnlySafeNamesAndValuesAreWritten) {
