@@ -150,6 +150,24 @@ TEST(Planner, MoreTasksThanGpusShareRoundRobin) {
   EXPECT_EQ(three.tasks[2].cuda_visible_devices, "0,1");
 }
 
+TEST(Planner, MoreTasksThanGpusStayOnTheirSocket) {
+  // Slurm's block distribution: ranks 0-7 on socket 0, 8-15 on socket 1, two cpus each.
+  PlanRequest r = request(16, 8);
+  for (int t = 0; t < 16; ++t)
+    r.task_cpus.push_back(std::to_string(2 * t) + "-" + std::to_string(2 * t + 1));
+  const StepPlan plan = plan_step(dgx(), r);
+  std::vector<int> per_gpu(8, 0);
+  for (int t = 0; t < 16; ++t) {
+    const int gpu = plan.tasks[t].gpu_indices.at(0);
+    EXPECT_EQ(dgx().gpus[gpu].numa_node, t < 8 ? 0 : 1) << "rank " << t;
+    EXPECT_EQ(plan.tasks[t].cpus, r.task_cpus[t]);
+    ++per_gpu[gpu];
+  }
+  for (int n : per_gpu) EXPECT_EQ(n, 2);
+  EXPECT_EQ(plan.tasks[0].gpu_indices, plan.tasks[1].gpu_indices);
+  EXPECT_LT(plan.tasks[1].gpu_indices, plan.tasks[2].gpu_indices);
+}
+
 TEST(Planner, MoreGpusThanTasksSplitEvenly) {
   const StepPlan plan = plan_step(dgx(), request(2, 8));
   EXPECT_EQ(plan.tasks[0].gpu_indices, (std::vector<int>{0, 1, 2, 3}));

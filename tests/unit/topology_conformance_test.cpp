@@ -59,6 +59,11 @@ TEST(TopologyConformance, CoralLassenPower9) {
     EXPECT_EQ(plan.tasks[r].cpus, r < 2 ? "8-87" : "96-175");
   }
   EXPECT_EQ(plan.tasks[2].env.at("NCCL_IB_HCA"), "=mlx5_2:1");
+
+  // One task driving all four GPUs uses all four ports, one per GPU.
+  const StepPlan one = plan_step(t, request(1, {"0", "1", "2", "3"}));
+  EXPECT_EQ(one.tasks[0].nics, (std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}));
+  EXPECT_EQ(one.tasks[0].cpus, "8-87,96-175");
 }
 
 TEST(TopologyConformance, Cts1PascalAllGpusOnSocketZero) {
