@@ -15,17 +15,20 @@ fi
 srun --mpi=pmix --railyard-verbose bash -c \
   'echo "rank $SLURM_PROCID: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES cpus=$(taskset -pc $$ | cut -d: -f2)"'
 
-# 3. The same decision without running anything on the node: the planner as a command.
-#      railyard-topo --help
+# 3. What the plugin sees on this node (GPUs, NICs, NUMA nodes, their distances) and the plan
+#    it would make for 2 tasks on GPUs 0 and 1, without Slurm (docs/railyard-topo.md).
+srun --ntasks=1 railyard-topo show
+srun --ntasks=1 railyard-topo plan --ntasks 2 --gpus 0,1
 
 # 4. A small model for a few steps, printing progress every step: fast to iterate on.
-srun --mpi=pmix \
-  railyard-train --data "${DATA:-$HOME/data/tinyshakespeare/tiny_shakespeare_train.bin}" \
-    --layers 4 --heads 4 --dim 256 --seq 256 --batch 8 --steps 50 --log-every 1 --device auto
+#    (MODEL and STEPS may be set from outside; a test of this script makes them tiny.)
+MODEL=${MODEL:-"--layers 4 --heads 4 --dim 256 --seq 256 --device auto"}
+DATA=${DATA:-$HOME/data/tinyshakespeare/tiny_shakespeare_train.bin}
+# shellcheck disable=SC2086 # MODEL is a list of options
+srun --mpi=pmix railyard-train --data "$DATA" $MODEL --batch 8 --steps "${STEPS:-50}" --log-every 1
 
 # 5. Try a change and compare throughput (the "tok/s" column of the progress line).
-srun --mpi=pmix \
-  railyard-train --data "${DATA:-$HOME/data/tinyshakespeare/tiny_shakespeare_train.bin}" \
-    --layers 4 --heads 4 --dim 256 --seq 256 --batch 16 --steps 50 --log-every 10 --device auto
+# shellcheck disable=SC2086
+srun --mpi=pmix railyard-train --data "$DATA" $MODEL --batch 16 --steps "${STEPS:-50}" --log-every 10
 
 # 6. Leave the salloc shell (exit) to give the GPUs back; they are held until then.

@@ -3,7 +3,7 @@
 # (sbatch options override the scripts' #SBATCH lines) and with a tiny CPU model:
 # single-node-multi-gpu.sbatch and multi-node.sbatch (on one node) train 2 ranks and write
 # per-rank metrics; job-array.sbatch runs two array tasks with their own learning rates,
-# validation and reports.
+# validation and reports; interactive.sh runs its steps inside an salloc allocation.
 set -euo pipefail
 source "$RAILYARD_CLUSTER_DIR/env.sh"
 tools=$RAILYARD_BUILD_DIR/runtime/tools
@@ -34,7 +34,7 @@ fi
 printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 300) >"$tmp/fox.txt"
 "$tools/railyard-data" text "$tmp/fox.txt" -o "$tmp/fox.h5" >/dev/null
 # The scripts keep their runs under $HOME/runs.
-export HOME=$tmp/home PATH=$tools:$PATH DATA=$tmp/fox.h5 VAL_DATA=$tmp/fox.h5 STEPS=6 VAL_EVERY=3
+export HOME=$tmp/home PATH=$tools:$RAILYARD_BUILD_DIR/plugin:$PATH DATA=$tmp/fox.h5 VAL_DATA=$tmp/fox.h5 STEPS=6 VAL_EVERY=3
 export MODEL="--layers 2 --dim 32 --heads 2 --seq 32 --batch 2 --device cpu --log-every 1"
 fit=(--partition=batch --cpus-per-task=1 -D "$tmp")
 
@@ -45,6 +45,10 @@ if ((with_plugin)); then
   pids+=($!)
   timeout 240 sbatch --wait "${fit[@]}" --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 \
     --output="$tmp/multi.out" "$examples/multi-node.sbatch" >/dev/null &
+  pids+=($!)
+  # interactive.sh sets --batch and --log-every itself.
+  (cd "$tmp" && MODEL="--layers 2 --dim 32 --heads 2 --seq 32 --device cpu" timeout 240 salloc -Q --partition=batch -n 2 --gpus=2 --cpus-per-task=1 \
+    "$examples/interactive.sh" >"$tmp/interactive.out" 2>&1) &
   pids+=($!)
 else
   echo "the cluster runs without the plugin: the single- and multi-node examples (which use --railyard-verbose) are not run"
@@ -71,6 +75,13 @@ if ((with_plugin)); then
       fail "gpt-$name: per-rank metrics files missing in $run_dir"
     grep -Eq '^([0-9]+: )?railyard: host=' "$out" || fail "gpt-$name: --railyard-verbose printed no binding lines"
   done
+fi
+if ((with_plugin)); then
+  out=$tmp/interactive.out
+  [[ $(grep -c '^rank [01]: CUDA_VISIBLE_DEVICES=' "$out") == 2 ]] || fail "interactive.sh step 2: $(cat "$out")"
+  grep -q '^GPUs (' "$out" || fail "interactive.sh: railyard-topo show printed no GPU list"
+  grep -Eq '^railyard: host=[^ ]+ rank=1 ' "$out" || fail "interactive.sh: railyard-topo plan printed no plan"
+  [[ $(grep -c '^step 6/6 ' "$out") == 2 ]] || fail "interactive.sh: the two training runs did not both finish: $(tail -5 "$out")"
 fi
 logs=()
 for lr in 1e-4 2e-4; do
