@@ -101,10 +101,10 @@ if has pytorch; then
 fi
 
 if has profile; then
-  # Per-kernel device time of two training steps (ncu replays each kernel once for its duration).
+  # Per-kernel device time of about one training step (420 launches after the first three steps;  ncu replays each kernel once for its duration).
   log profile
-  timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 2000 \
-    --launch-count 900 --csv --log-file "$OUT/ncu.csv" "$BUILD/runtime/tools/railyard-train" \
+  timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 1300 \
+    --launch-count 420 --csv --log-file "$OUT/ncu.csv" "$BUILD/runtime/tools/railyard-train" \
     --data $DATA $GPT --steps 6 --device cuda --precision bf16 --log-every 0 > /dev/null 2>&1
   python3 bench/gpu_profile_table.py "$OUT/ncu.csv" | tee "$OUT/profile.txt"
 fi

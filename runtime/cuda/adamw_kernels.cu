@@ -10,9 +10,10 @@ namespace {
 template <typename T>
 __global__ void adamw_kernel(float* params, T* compute, float* m, float* v, const float* grads,
                              const uint8_t* decay, size_t n, AdamWStep s) {
+  const float scale = s.grad_scale * (s.device_grad_scale != nullptr ? *s.device_grad_scale : 1.0f);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    float g = grads[i] * s.grad_scale;
+    float g = grads[i] * scale;
     float mi = s.beta1 * m[i] + (1.0f - s.beta1) * g;
     float vi = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
     m[i] = mi;

@@ -13,6 +13,9 @@ struct AdamWStep {
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
   float bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta^t
   float grad_scale = 1;                              // the clip factor
+  // When set, also multiplies the gradient: a clip factor computed on the device, so the
+  // update needs no round trip to the host.
+  const float* device_grad_scale = nullptr;
 };
 
 // n elements; decay[i] != 0 where weight decay applies. compute (may be null) gets the new

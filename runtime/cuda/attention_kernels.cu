@@ -9,53 +9,72 @@ namespace railyard::cuda {
 
 namespace {
 
-// Between [B, T, parts, H, hd] (token-major) and [parts][B, H, T, hd] (head-major).
+// Between [B, T, parts, H, hd] (token-major) and [parts][B, H, T, hd] (head-major). One block
+// per token: its parts * C elements are contiguous on the token-major side; each thread moves
+// 16-byte packs.
 template <typename T>
-__global__ void head_permute_kernel(T* dst, const T* src, int B, int Tn, int H, int hd, int parts,
-                                    bool to_heads) {
-  size_t per_part = size_t(B) * H * Tn * hd;
-  size_t total = per_part * parts;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
-       i += size_t(gridDim.x) * blockDim.x) {
-    size_t part = i / per_part, r = i % per_part;
-    int d = static_cast<int>(r % hd);
-    r /= hd;
-    int t = static_cast<int>(r % Tn);
-    r /= Tn;
-    int h = static_cast<int>(r % H);
-    size_t b = r / H;
-    size_t tok = ((b * Tn + t) * parts + part) * size_t(H) * hd + size_t(h) * hd + d;
+__global__ void head_permute_kernel(T* dst, const T* src, int Tn, int H, int hd, int parts,
+                                    size_t per_part, bool to_heads) {
+  constexpr int kN = Pack<T>::kN;
+  const int n = blockIdx.x, b = n / Tn, t = n % Tn;
+  const int packs_per_head = hd / kN, packs_per_part = H * packs_per_head;
+  const T* tok_src = src + size_t(n) * parts * H * hd;
+  T* tok_dst = dst + size_t(n) * parts * H * hd;
+  for (int i = threadIdx.x; i < parts * packs_per_part; i += blockDim.x) {
+    int part = i / packs_per_part, r = i % packs_per_part;
+    int h = r / packs_per_head, v = r % packs_per_head;
+    size_t head = part * per_part + ((size_t(b) * H + h) * Tn + t) * hd + size_t(v) * kN;
     if (to_heads) {
-      dst[i] = src[tok];
+      store_pack(dst + head, load_pack(tok_src + size_t(i) * kN));
     } else {
-      dst[tok] = src[i];
+      store_pack(tok_dst + size_t(i) * kN, load_pack(src + head));
     }
   }
 }
 
 // One warp per row of scores; row t of each head sees keys 0..t. Masked entries are written 0
-// so the following products may read whole rows.
+// so the following products may read whole rows; packs wholly above the diagonal are not read.
 template <typename T>
 __global__ void causal_softmax_forward_kernel(T* p, size_t rows, int Tn) {
+  constexpr int kN = Pack<T>::kN;
   size_t row = blockIdx.x * size_t(blockDim.x / 32) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;
   int t = static_cast<int>(row % Tn);
   T* r = p + row * Tn;
-  float m = -INFINITY;
-  for (int j = lane; j <= t; j += 32) m = fmaxf(m, to_f(r[j]));
-  m = warp_max(m);
-  float s = 0.0f;
-  for (int j = lane; j <= t; j += 32) s += __expf(to_f(r[j]) - m);
+  float m = -INFINITY, s = 0.0f;
+  for (int j0 = lane * kN; j0 <= t; j0 += 32 * kN) {
+    Pack<T> x = load_pack(r + j0);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      if (j0 + k > t) break;
+      float v = to_f(x.v[k]);
+      if (v > m) {
+        s = s * __expf(m - v) + 1.0f;
+        m = v;
+      } else {
+        s += __expf(v - m);
+      }
+    }
+  }
+  float M = warp_max(m);
+  s = m == -INFINITY ? 0.0f : s * __expf(m - M);
   float inv = 1.0f / warp_sum(s);
-  for (int j = lane; j < Tn; j += 32) {
-    r[j] = from_f<T>(j <= t ? __expf(to_f(r[j]) - m) * inv : 0.0f);
+  for (int j0 = lane * kN; j0 < Tn; j0 += 32 * kN) {
+    Pack<T> x;
+    if (j0 <= t) x = load_pack(r + j0);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      x.v[k] = from_f<T>(j0 + k <= t ? __expf(to_f(x.v[k]) - M) * inv : 0.0f);
+    }
+    store_pack(r + j0, x);
   }
 }
 
 // dS = P * (dP - sum_j P dP), in place over dP.
 template <typename T>
 __global__ void causal_softmax_backward_kernel(T* dp, const T* p, size_t rows, int Tn) {
+  constexpr int kN = Pack<T>::kN;
   size_t row = blockIdx.x * size_t(blockDim.x / 32) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -63,23 +82,33 @@ __global__ void causal_softmax_backward_kernel(T* dp, const T* p, size_t rows, i
   T* d = dp + row * Tn;
   const T* pr = p + row * Tn;
   float s = 0.0f;
-  for (int j = lane; j <= t; j += 32) s += to_f(pr[j]) * to_f(d[j]);
-  s = warp_sum(s);
-  for (int j = lane; j < Tn; j += 32) {
-    d[j] = from_f<T>(j <= t ? to_f(pr[j]) * (to_f(d[j]) - s) : 0.0f);
+  for (int j0 = lane * kN; j0 <= t; j0 += 32 * kN) {
+    Pack<T> a = load_pack(pr + j0), g = load_pack(d + j0);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) s += to_f(a.v[k]) * to_f(g.v[k]);  // P is 0 past the diagonal
   }
-}
-
-int blocks_for(size_t n) {
-  size_t b = (n + 255) / 256;
-  return static_cast<int>(b < 65536 ? b : 65536);
+  s = warp_sum(s);
+  for (int j0 = lane * kN; j0 < Tn; j0 += 32 * kN) {
+    Pack<T> out;
+    if (j0 <= t) {
+      Pack<T> a = load_pack(pr + j0), g = load_pack(d + j0);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        out.v[k] = from_f<T>(j0 + k <= t ? to_f(a.v[k]) * (to_f(g.v[k]) - s) : 0.0f);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) out.v[k] = from_f<T>(0.0f);
+    }
+    store_pack(d + j0, out);
+  }
 }
 
 template <typename T>
 void head_permute(T* dst, const T* src, const AttentionShape& s, int parts, bool to_heads,
                   cudaStream_t stream) {
-  head_permute_kernel<<<blocks_for(s.head_elems() * parts), 256, 0, stream>>>(
-      dst, src, s.B, s.T, s.H, s.hd, parts, to_heads);
+  head_permute_kernel<<<s.B * s.T, 128, 0, stream>>>(dst, src, s.T, s.H, s.hd, parts,
+                                                     s.head_elems(), to_heads);
   RY_CUDA_LAUNCHED();
 }
 

@@ -19,21 +19,30 @@ __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) 
   m = M;
 }
 
+// One block per row, 16-byte packs (Vp is a multiple of 8); the padding columns [V, Vp) are
+// skipped in the sums and get gradient 0.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_kernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
                          float dscale, bool write_grad) {
+  constexpr int kN = Pack<T>::kN;
   __shared__ float sm[32], ss[32];
   __shared__ float row_max, row_sum;
   T* x = logits + size_t(blockIdx.x) * Vp;
+  const int tgt = targets[blockIdx.x];
   float m = -INFINITY, s = 0.0f;
-  for (int j = threadIdx.x; j < V; j += blockDim.x) {
-    float v = to_f(x[j]);
-    if (v > m) {
-      s = s * expf(m - v) + 1.0f;
-      m = v;
-    } else {
-      s += expf(v - m);
+  for (int j0 = threadIdx.x * kN; j0 < V; j0 += blockDim.x * kN) {
+    Pack<T> p = load_pack(x + j0);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      if (j0 + k >= V) break;
+      float v = to_f(p.v[k]);
+      if (v > m) {
+        s = s * __expf(m - v) + 1.0f;
+        m = v;
+      } else {
+        s += __expf(v - m);
+      }
     }
   }
   for (int o = 16; o > 0; o >>= 1) {
@@ -52,17 +61,22 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 1; w < int(blockDim.x / 32); ++w) combine(M, S, sm[w], ss[w]);
     row_max = M;
     row_sum = S;
-    int tgt = targets[blockIdx.x];
     losses[blockIdx.x] = tgt < 0 ? 0.0f : logf(S) + M - to_f(x[tgt]);
   }
   __syncthreads();
   if (!write_grad) return;
-  int tgt = targets[blockIdx.x];
-  float M = row_max, inv = 1.0f / row_sum;
-  for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
-    float g = 0.0f;
-    if (j < V && tgt >= 0) g = (expf(to_f(x[j]) - M) * inv - (j == tgt ? 1.0f : 0.0f)) * dscale;
-    x[j] = from_f<T>(g);
+  const float M = row_max, inv = 1.0f / row_sum;
+  for (int j0 = threadIdx.x * kN; j0 < Vp; j0 += blockDim.x * kN) {
+    Pack<T> p = load_pack(x + j0);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      int j = j0 + k;
+      float g = 0.0f;
+      if (j < V && tgt >= 0)
+        g = (__expf(to_f(p.v[k]) - M) * inv - (j == tgt ? 1.0f : 0.0f)) * dscale;
+      p.v[k] = from_f<T>(g);
+    }
+    store_pack(x + j0, p);
   }
 }
 

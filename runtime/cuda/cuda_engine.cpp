@@ -1,10 +1,12 @@
 #include "railyard/cuda_engine.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -97,6 +99,8 @@ class CudaEngine final : public Engine {
                   int Tn) const;
   void forward(int B, int Tn);
   void backward(int B, int Tn, bool exchange);
+  // Queues the copy of the per-position losses to the host; sum_losses waits for it alone.
+  void fetch_losses(int N);
   double sum_losses(int N);
   void refresh_compute_copy();
 
@@ -124,7 +128,9 @@ class CudaEngine final : public Engine {
   uint8_t* decay_ = nullptr;
   bf16* reduce_scratch_ = nullptr;
   double* norm_acc_ = nullptr;
-  int32_t *tokens_ = nullptr, *targets_ = nullptr;
+  float* clip_scale_ = nullptr;
+  std::array<int32_t*, 2> token_slots_{}, target_slots_{};
+  const int32_t *tokens_ = nullptr, *targets_ = nullptr;  // the batch being computed
   float* losses_ = nullptr;
 
   std::vector<LayerActs<T>> acts_;
@@ -138,8 +144,9 @@ class CudaEngine final : public Engine {
   std::unique_ptr<InputPipeline> input_;
   std::unique_ptr<NcclComm> nccl_;
   std::unique_ptr<GradientExchange> exchange_;
+  cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
+  PinnedBuffer snapshot_;  // host staging for save_state
   int64_t adam_step_ = 0;
-  int last_scored_ = 0;
 };
 
 template <typename T>
@@ -217,7 +224,13 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>();
   plan_memory();
-  input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, tokens_, targets_);
+  input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
+  RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
+  RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
+  // Page-locked staging for save_state, made now: allocating it takes longer than a save.
+  size_t shard_elems =
+      std::min(total_, shard_begin_ + shard_size_) - std::min(shard_begin_, total_);
+  snapshot_ = PinnedBuffer((total_ + 2 * shard_elems) * sizeof(float));
 
   // Parameters: the same initialisation as every backend, then the compute copy.
   std::vector<float> host(padded_, 0.0f);
@@ -252,6 +265,8 @@ CudaEngine<T>::~CudaEngine() {
   nccl_.reset();
   input_.reset();
   mm_.reset();
+  if (losses_ready_ != nullptr) cudaEventDestroy(losses_ready_);
+  if (norm_ready_ != nullptr) cudaEventDestroy(norm_ready_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -269,8 +284,12 @@ void CudaEngine<T>::plan_memory() {
   size_t o_compute = kFp32 ? 0 : plan.add("compute weights (bf16)", padded_ * e);
   size_t o_rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
   size_t o_norm = plan.add("norm accumulator", sizeof(double));
-  size_t o_tok = plan.add("tokens", N * sizeof(int32_t));
-  size_t o_tgt = plan.add("targets", N * sizeof(int32_t));
+  size_t o_clip = plan.add("clip factor", sizeof(float));
+  std::array<size_t, 2> o_tok{}, o_tgt{};
+  for (int k = 0; k < 2; ++k) {
+    o_tok[k] = plan.add("tokens", N * sizeof(int32_t));
+    o_tgt[k] = plan.add("targets", N * sizeof(int32_t));
+  }
   size_t o_loss = plan.add("losses", N * f);
 
   struct LayerOffsets {
@@ -341,8 +360,11 @@ void CudaEngine<T>::plan_memory() {
   }
   reduce_scratch_ = opts_.reduce_bf16 ? mem_.as<bf16>(o_rs) : nullptr;
   norm_acc_ = mem_.as<double>(o_norm);
-  tokens_ = mem_.as<int32_t>(o_tok);
-  targets_ = mem_.as<int32_t>(o_tgt);
+  clip_scale_ = mem_.as<float>(o_clip);
+  for (int k = 0; k < 2; ++k) {
+    token_slots_[k] = mem_.as<int32_t>(o_tok[k]);
+    target_slots_[k] = mem_.as<int32_t>(o_tgt[k]);
+  }
   losses_ = mem_.as<float>(o_loss);
   acts_.resize(L_);
   for (int l = 0; l < L_; ++l) {
@@ -491,10 +513,16 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
 }
 
 template <typename T>
+void CudaEngine<T>::fetch_losses(int N) {
+  RY_CUDA(cudaMemcpyAsync(host_scalars_.as<float>(), losses_, size_t(N) * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream_));
+  RY_CUDA(cudaEventRecord(losses_ready_, stream_));
+}
+
+template <typename T>
 double CudaEngine<T>::sum_losses(int N) {
-  float* h = host_scalars_.as<float>();
-  RY_CUDA(cudaMemcpyAsync(h, losses_, size_t(N) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  RY_CUDA(cudaStreamSynchronize(stream_));
+  RY_CUDA(cudaEventSynchronize(losses_ready_));
+  const float* h = host_scalars_.as<float>();
   double s = 0.0;
   for (int i = 0; i < N; ++i) s += h[i];
   return s;
@@ -510,14 +538,15 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
                                       std::span<const int32_t> targets, int B, int Tn,
                                       float grad_scale, bool last_micro_step) {
   int scored = check_batch(tokens, targets, B, Tn);
-  input_->stage(tokens, targets, stream_);
+  std::tie(tokens_, targets_) = input_->stage(tokens, targets, stream_);
   forward(B, Tn);
   const int N = B * Tn;
   float dscale = scored > 0 ? grad_scale / float(scored) : 0.0f;
   cross_entropy_forward_backward(logits_, losses_, targets_, N, V_, Vp_, dscale, true, stream_);
+  fetch_losses(N);
   backward(B, Tn, last_micro_step);
+  // Waits for the forward pass only: backward keeps the GPU busy while the host moves on.
   double s = sum_losses(N);
-  last_scored_ = scored;
   return scored > 0 ? float(s / scored) : 0.0f;
 }
 
@@ -525,9 +554,10 @@ template <typename T>
 float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                               int B, int Tn) {
   int scored = check_batch(tokens, targets, B, Tn);
-  input_->stage(tokens, targets, stream_);
+  std::tie(tokens_, targets_) = input_->stage(tokens, targets, stream_);
   forward(B, Tn);
   cross_entropy_forward_backward(logits_, losses_, targets_, B * Tn, V_, Vp_, 0.0f, false, stream_);
+  fetch_losses(B * Tn);
   double s = sum_losses(B * Tn);
   return scored > 0 ? float(s / scored) : 0.0f;
 }
@@ -539,15 +569,16 @@ void CudaEngine<T>::reduce_gradients() {
 
 template <typename T>
 float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
-  // Every rank holds the whole averaged gradient, so each computes the same norm locally.
+  // Every rank holds the whole averaged gradient, so each computes the same norm locally. The
+  // clip factor is computed on the device and the update queued before the host waits for the
+  // norm, so the next step's launches overlap the update.
   RY_CUDA(cudaMemsetAsync(norm_acc_, 0, sizeof(double), stream_));
   grad_sumsq(norm_acc_, grads_, padded_, stream_);
   double* h =
       reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
   RY_CUDA(cudaMemcpyAsync(h, norm_acc_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
-  RY_CUDA(cudaStreamSynchronize(stream_));
-  double norm = std::sqrt(*h);
-  float scale = clip_factor(norm, hp.clip);
+  RY_CUDA(cudaEventRecord(norm_ready_, stream_));
+  clip_factor_on_device(clip_scale_, norm_acc_, hp.clip, stream_);
   ++adam_step_;
   AdamWStep s;
   s.lr = lr;
@@ -557,7 +588,7 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   s.weight_decay = hp.weight_decay;
   s.bias_correction1 = float(1.0 - std::pow(double(hp.beta1), double(adam_step_)));
   s.bias_correction2 = float(1.0 - std::pow(double(hp.beta2), double(adam_step_)));
-  s.grad_scale = scale;
+  s.device_grad_scale = clip_scale_;
   T* compute_shard = kFp32 ? nullptr : compute_ + shard_begin_;
   adamw_update(master_ + shard_begin_, compute_shard, m_, v_, grads_ + shard_begin_, decay_,
                shard_size_, s, stream_);
@@ -566,22 +597,28 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
     nccl_->all_gather_in_place(master_, shard_size_, ncclFloat32, stream_);
     refresh_compute_copy();
   }
-  return float(norm);
+  RY_CUDA(cudaEventSynchronize(norm_ready_));
+  return float(std::sqrt(*h));
 }
 
 template <typename T>
 void CudaEngine<T>::save_state(ModelState& out) {
-  RY_CUDA(cudaStreamSynchronize(stream_));
-  out.params.resize(total_);
-  RY_CUDA(cudaMemcpy(out.params.data(), master_, total_ * sizeof(float), cudaMemcpyDeviceToHost));
+  // Device to page-locked staging at full link speed, then into the caller's vectors: the
+  // training stall is these two copies.
   size_t end = std::min(total_, shard_begin_ + shard_size_);
   size_t begin = std::min(shard_begin_, end);
+  size_t shard = end - begin;
+  float* h = snapshot_.as<float>();
+  RY_CUDA(cudaMemcpyAsync(h, master_, total_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  RY_CUDA(cudaMemcpyAsync(h + total_, m_, shard * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  RY_CUDA(cudaMemcpyAsync(h + total_ + shard, v_, shard * sizeof(float), cudaMemcpyDeviceToHost,
+                          stream_));
+  RY_CUDA(cudaStreamSynchronize(stream_));
+  out.params.assign(h, h + total_);
+  out.m.assign(h + total_, h + total_ + shard);
+  out.v.assign(h + total_ + shard, h + total_ + 2 * shard);
   out.shard_begin = begin;
   out.shard_end = end;
-  out.m.resize(end - begin);
-  out.v.resize(end - begin);
-  RY_CUDA(cudaMemcpy(out.m.data(), m_, (end - begin) * sizeof(float), cudaMemcpyDeviceToHost));
-  RY_CUDA(cudaMemcpy(out.v.data(), v_, (end - begin) * sizeof(float), cudaMemcpyDeviceToHost));
   out.adam_step = adam_step_;
 }
 

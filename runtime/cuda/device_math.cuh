@@ -60,3 +60,25 @@ __device__ __forceinline__ float gelu_tanh_grad(float x) {
 }
 
 }  // namespace railyard::cuda
+
+namespace railyard::cuda {
+
+// 16 bytes of T: one 128-bit load or store. Every row the engine touches starts on a 16-byte
+// boundary and holds a multiple of 8 elements (the engine checks its shapes), so rows are
+// whole packs.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T>*>(p);
+}
+template <typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) {
+  *reinterpret_cast<Pack<T>*>(p) = x;
+}
+
+}  // namespace railyard::cuda

@@ -7,19 +7,28 @@ namespace railyard::cuda {
 
 namespace {
 
+// n is a multiple of the pack width (the engine's shapes are multiples of 8).
 template <typename T>
-__global__ void gelu_forward_kernel(T* out, const T* in, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+__global__ void gelu_forward_kernel(T* out, const T* in, size_t packs) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs;
        i += size_t(gridDim.x) * blockDim.x) {
-    out[i] = from_f<T>(gelu_tanh(to_f(in[i])));
+    Pack<T> x = load_pack(in + i * Pack<T>::kN);
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kN; ++k) x.v[k] = from_f<T>(gelu_tanh(to_f(x.v[k])));
+    store_pack(out + i * Pack<T>::kN, x);
   }
 }
 
 template <typename T>
-__global__ void gelu_backward_kernel(T* d, const T* x, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+__global__ void gelu_backward_kernel(T* d, const T* x, size_t packs) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs;
        i += size_t(gridDim.x) * blockDim.x) {
-    d[i] = from_f<T>(to_f(d[i]) * gelu_tanh_grad(to_f(x[i])));
+    Pack<T> g = load_pack(d + i * Pack<T>::kN), v = load_pack(x + i * Pack<T>::kN);
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kN; ++k) {
+      g.v[k] = from_f<T>(to_f(g.v[k]) * gelu_tanh_grad(to_f(v.v[k])));
+    }
+    store_pack(d + i * Pack<T>::kN, g);
   }
 }
 
@@ -32,13 +41,13 @@ int blocks_for(size_t n) {
 
 template <typename T>
 void gelu_forward(T* out, const T* in, size_t n, cudaStream_t stream) {
-  gelu_forward_kernel<<<blocks_for(n), 256, 0, stream>>>(out, in, n);
+  gelu_forward_kernel<<<blocks_for(n / Pack<T>::kN), 256, 0, stream>>>(out, in, n / Pack<T>::kN);
   RY_CUDA_LAUNCHED();
 }
 
 template <typename T>
 void gelu_backward(T* d, const T* x, size_t n, cudaStream_t stream) {
-  gelu_backward_kernel<<<blocks_for(n), 256, 0, stream>>>(d, x, n);
+  gelu_backward_kernel<<<blocks_for(n / Pack<T>::kN), 256, 0, stream>>>(d, x, n / Pack<T>::kN);
   RY_CUDA_LAUNCHED();
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// GPT-2's GELU (tanh approximation), elementwise.
+// GPT-2's GELU (tanh approximation), elementwise. n must be a multiple of 8.
 
 #include <cuda_runtime.h>
 

@@ -17,7 +17,17 @@ __global__ void grad_sumsq_kernel(double* out, const float* g, size_t n) {
   if (threadIdx.x == 0) atomicAdd(out, double(s));
 }
 
+__global__ void clip_factor_kernel(float* scale, const double* sumsq, float clip) {
+  double k = clip > 0.0f ? double(clip) / (sqrt(*sumsq) + 1e-6) : 1.0;
+  *scale = k < 1.0 ? float(k) : 1.0f;
+}
+
 }  // namespace
+
+void clip_factor_on_device(float* scale, const double* sumsq, float clip, cudaStream_t stream) {
+  clip_factor_kernel<<<1, 1, 0, stream>>>(scale, sumsq, clip);
+  RY_CUDA_LAUNCHED();
+}
 
 void grad_sumsq(double* out, const float* g, size_t n, cudaStream_t stream) {
   if (n == 0) return;

@@ -8,41 +8,51 @@
 
 namespace railyard::cuda {
 
-InputPipeline::InputPipeline(size_t max_positions, int32_t* device_tokens, int32_t* device_targets)
-    : max_(max_positions),
-      d_tokens_(device_tokens),
-      d_targets_(device_targets),
-      host_(2 * max_positions * sizeof(int32_t)) {
+InputPipeline::InputPipeline(size_t max_positions, std::array<int32_t*, 2> device_tokens,
+                             std::array<int32_t*, 2> device_targets)
+    : max_(max_positions), d_tokens_(device_tokens), d_targets_(device_targets) {
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  RY_CUDA(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+  for (int k = 0; k < 2; ++k) {
+    host_[k] = PinnedBuffer(2 * max_positions * sizeof(int32_t));
+    RY_CUDA(cudaEventCreateWithFlags(&copied_[k], cudaEventDisableTiming));
+    RY_CUDA(cudaEventCreateWithFlags(&released_[k], cudaEventDisableTiming));
+  }
 }
 
 InputPipeline::~InputPipeline() {
-  if (copied_ != nullptr) cudaEventDestroy(copied_);
+  for (int k = 0; k < 2; ++k) {
+    if (copied_[k] != nullptr) cudaEventDestroy(copied_[k]);
+    if (released_[k] != nullptr) cudaEventDestroy(released_[k]);
+  }
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-void InputPipeline::stage(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                          cudaStream_t compute) {
+std::pair<const int32_t*, const int32_t*> InputPipeline::stage(std::span<const int32_t> tokens,
+                                                               std::span<const int32_t> targets,
+                                                               cudaStream_t compute) {
   size_t n = tokens.size();
   if (n > max_ || targets.size() != n) {
     throw std::invalid_argument("CUDA engine: a batch of " + std::to_string(n) + " tokens and " +
                                 std::to_string(targets.size()) + " targets does not fit the " +
                                 std::to_string(max_) + " positions planned (--batch x --seq)");
   }
-  // The previous batch's copy must be done before its staging memory is overwritten.
-  RY_CUDA(cudaEventSynchronize(copied_));
-  int32_t* h = host_.as<int32_t>();
+  // Everything queued so far used at most the last slot: mark when it is free again.
+  RY_CUDA(cudaEventRecord(released_[slot_], compute));
+  slot_ ^= 1;
+  const int k = slot_;
+  // This slot's previous copy read the staging memory; it finished long ago, but make sure.
+  RY_CUDA(cudaEventSynchronize(copied_[k]));
+  int32_t* h = host_[k].as<int32_t>();
   std::memcpy(h, tokens.data(), n * sizeof(int32_t));
   std::memcpy(h + max_, targets.data(), n * sizeof(int32_t));
-  // The device buffers may still be read by the previous step's kernels.
-  RY_CUDA(cudaEventRecord(copied_, compute));
-  RY_CUDA(cudaStreamWaitEvent(stream_, copied_, 0));
-  RY_CUDA(cudaMemcpyAsync(d_tokens_, h, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  RY_CUDA(
-      cudaMemcpyAsync(d_targets_, h + max_, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  RY_CUDA(cudaEventRecord(copied_, stream_));
-  RY_CUDA(cudaStreamWaitEvent(compute, copied_, 0));
+  // The slot may still be read by work queued two batches ago.
+  RY_CUDA(cudaStreamWaitEvent(stream_, released_[k], 0));
+  RY_CUDA(cudaMemcpyAsync(d_tokens_[k], h, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  RY_CUDA(cudaMemcpyAsync(d_targets_[k], h + max_, n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                          stream_));
+  RY_CUDA(cudaEventRecord(copied_[k], stream_));
+  RY_CUDA(cudaStreamWaitEvent(compute, copied_[k], 0));
+  return {d_tokens_[k], d_targets_[k]};
 }
 
 }  // namespace railyard::cuda

@@ -82,23 +82,179 @@ __global__ void layernorm_backward_kernel(T* dx, float* dw, float* db, const T* 
   }
 }
 
+// The same with each lane's columns fixed (packs lane, lane + 32, ...; at most P of them), so
+// dw and db accumulate in registers and the row stays in registers between its two passes.
+template <typename T, int P>
+__global__ void layernorm_backward_packed_kernel(T* dx, float* dw, float* db, const T* dy,
+                                                 const T* x, const T* w, const float* mean,
+                                                 const float* rstd, int N, int C, bool accumulate) {
+  constexpr int kN = Pack<T>::kN;
+  extern __shared__ float acc[];  // dw[C], db[C]
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
+  __syncthreads();
+  const int lane = threadIdx.x % 32, packs = C / kN;
+  float adw[P][kN] = {}, adb[P][kN] = {}, wv[P][kN];
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    int q = lane + 32 * i;
+    if (q < packs) {
+      Pack<T> pw = load_pack(w + q * kN);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) wv[i][k] = to_f(pw.v[k]);
+    }
+  }
+  for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
+    const float m = mean[row], r = rstd[row];
+    float dyv[P][kN], xh[P][kN];
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      int q = lane + 32 * i;
+      if (q < packs) {
+        Pack<T> pd = load_pack(dy + size_t(row) * C + q * kN);
+        Pack<T> px = load_pack(x + size_t(row) * C + q * kN);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          dyv[i][k] = to_f(pd.v[k]);
+          xh[i][k] = (to_f(px.v[k]) - m) * r;
+          float g = dyv[i][k] * wv[i][k];
+          s1 += g;
+          s2 += g * xh[i][k];
+          adw[i][k] += dyv[i][k] * xh[i][k];
+          adb[i][k] += dyv[i][k];
+        }
+      }
+    }
+    s1 = warp_sum(s1) / C;
+    s2 = warp_sum(s2) / C;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      int q = lane + 32 * i;
+      if (q < packs) {
+        T* dxp = dx + size_t(row) * C + q * kN;
+        Pack<T> out;
+        if (accumulate) out = load_pack(dxp);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          float g = r * (dyv[i][k] * wv[i][k] - s1 - xh[i][k] * s2);
+          out.v[k] = from_f<T>(accumulate ? to_f(out.v[k]) + g : g);
+        }
+        store_pack(dxp, out);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    int q = lane + 32 * i;
+    if (q < packs) {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        atomicAdd(&acc[q * kN + k], adw[i][k]);
+        atomicAdd(&acc[C + q * kN + k], adb[i][k]);
+      }
+    }
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    atomicAdd(&dw[c], acc[c]);
+    atomicAdd(&db[c], acc[C + c]);
+  }
+}
+
+// The same with the row held in registers (each lane at most P packs), read once.
+template <typename T, int P>
+__global__ void layernorm_forward_packed_kernel(T* resid_out, T* out, float* mean, float* rstd,
+                                                const T* x, const T* delta, const T* w, const T* b,
+                                                int N, int C) {
+  constexpr int kN = Pack<T>::kN;
+  const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const int packs = C / kN;
+  float v[P][kN];
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    int q = lane + 32 * i;
+    if (q < packs) {
+      size_t at = size_t(row) * C + q * kN;
+      Pack<T> px = load_pack(x + at);
+      if (delta != nullptr) {
+        Pack<T> pd = load_pack(delta + at);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) px.v[k] = from_f<T>(to_f(px.v[k]) + to_f(pd.v[k]));
+        store_pack(resid_out + at, px);
+      }
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        v[i][k] = to_f(px.v[k]);
+        s += v[i][k];
+      }
+    }
+  }
+  const float m = warp_sum(s) / C;
+  float var = 0.0f;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (lane + 32 * i < packs) {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) var += (v[i][k] - m) * (v[i][k] - m);
+    }
+  }
+  const float r = rsqrtf(warp_sum(var) / C + kLayerNormEps);
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    int q = lane + 32 * i;
+    if (q < packs) {
+      Pack<T> pw = load_pack(w + q * kN), pb = load_pack(b + q * kN), po;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        po.v[k] = from_f<T>((v[i][k] - m) * r * to_f(pw.v[k]) + to_f(pb.v[k]));
+      }
+      store_pack(out + size_t(row) * C + q * kN, po);
+    }
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
+}
+
+template <typename T>
+void launch_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
+                              const T* delta, const T* w, const T* b, int N, int C,
+                              cudaStream_t stream) {
+  const int blocks = (N + kWarps - 1) / kWarps;
+  const int lane_packs = (C / Pack<T>::kN + 31) / 32;
+  auto launch = [&](auto kernel) {
+    kernel<<<blocks, kWarps * 32, 0, stream>>>(resid_out, out, mean, rstd, x, delta, w, b, N, C);
+  };
+  if (lane_packs <= 1) {
+    launch(layernorm_forward_packed_kernel<T, 1>);
+  } else if (lane_packs <= 2) {
+    launch(layernorm_forward_packed_kernel<T, 2>);
+  } else if (lane_packs <= 3) {
+    launch(layernorm_forward_packed_kernel<T, 3>);
+  } else if (lane_packs <= 4) {
+    launch(layernorm_forward_packed_kernel<T, 4>);
+  } else {
+    launch(layernorm_forward_kernel<T>);  // wide rows: two passes over memory
+  }
+  RY_CUDA_LAUNCHED();
+}
+
 }  // namespace
 
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
                        int C, cudaStream_t stream) {
-  layernorm_forward_kernel<T><<<(N + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(
-      nullptr, out, mean, rstd, x, nullptr, w, b, N, C);
-  RY_CUDA_LAUNCHED();
+  launch_layernorm_forward<T>(nullptr, out, mean, rstd, x, nullptr, w, b, N, C, stream);
 }
 
 template <typename T>
 void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
                                 const T* delta, const T* w, const T* b, int N, int C,
                                 cudaStream_t stream) {
-  layernorm_forward_kernel<T><<<(N + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(
-      resid_out, out, mean, rstd, x, delta, w, b, N, C);
-  RY_CUDA_LAUNCHED();
+  launch_layernorm_forward<T>(resid_out, out, mean, rstd, x, delta, w, b, N, C, stream);
 }
 
 template <typename T>
@@ -106,10 +262,25 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, co
                         const float* mean, const float* rstd, int N, int C, bool accumulate,
                         cudaStream_t stream) {
   int blocks = (N + kWarps - 1) / kWarps;
-  if (blocks > 264) blocks = 264;  // two per multiprocessor on an H200: few shared-sum flushes
+  // Eight blocks per multiprocessor keep enough rows in flight; each block flushes its sums once.
+  if (blocks > 1056) blocks = 1056;
   size_t smem = 2 * size_t(C) * sizeof(float);
-  layernorm_backward_kernel<T>
-      <<<blocks, kWarps * 32, smem, stream>>>(dx, dw, db, dy, x, w, mean, rstd, N, C, accumulate);
+  const int lane_packs = (C / Pack<T>::kN + 31) / 32;  // packs per lane
+  auto launch = [&](auto kernel) {
+    kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, dw, db, dy, x, w, mean, rstd, N, C,
+                                                  accumulate);
+  };
+  if (lane_packs <= 1) {
+    launch(layernorm_backward_packed_kernel<T, 1>);
+  } else if (lane_packs <= 2) {
+    launch(layernorm_backward_packed_kernel<T, 2>);
+  } else if (lane_packs <= 3) {
+    launch(layernorm_backward_packed_kernel<T, 3>);
+  } else if (lane_packs <= 4) {
+    launch(layernorm_backward_packed_kernel<T, 4>);
+  } else {
+    launch(layernorm_backward_kernel<T>);  // wide rows: sums in shared memory
+  }
   RY_CUDA_LAUNCHED();
 }
 

@@ -112,14 +112,17 @@ int main() {
       std::string precision;
       bool recompute, reduce_bf16;
       double tol;
+      int zero = 0;
     };
     for (const Variant& v : {Variant{"cuda fp32", "fp32", false, false, 1e-4},
                              Variant{"cuda fp32 --recompute", "fp32", true, false, 1e-4},
+                             Variant{"cuda fp32 --zero 1", "fp32", false, false, 1e-4, 1},
                              Variant{"cuda bf16", "bf16", false, false, 1e-2},
                              Variant{"cuda bf16 reduce-bf16", "bf16", true, true, 1e-2}}) {
       EngineOptions o = options("cuda", v.precision);
       o.recompute = v.recompute;
       o.reduce_bf16 = v.reduce_bf16;
+      o.zero_stage = v.zero;
       auto gpu = make_engine(cfg, o, comm, seed);
       auto l = run(*gpu, data, 0, kSteps);
       print_losses(v.name, l);
