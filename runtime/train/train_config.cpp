@@ -54,7 +54,10 @@ po::options_description describe(TrainConfig& c) {
       ("zero", po::value(&c.zero)->default_value(c.zero), "0 | 1: shard optimizer state (CUDA)")
       ("recompute", po::bool_switch(&c.recompute), "recompute activations in backward (CUDA)")
       ("reduce-dtype", po::value(&c.reduce_dtype)->default_value(c.reduce_dtype),
-       "bf16 | fp32: gradient all-reduce type (CUDA)");
+       "bf16 | fp32: gradient all-reduce type (CUDA)")
+      ("cpu-threads", po::value(&c.cpu_threads)->default_value(c.cpu_threads),
+       "BLAS threads per rank (CPU); 0 = this rank's CPUs, shared by the ranks of a node "
+       "when they are not bound");
   po::options_description output("Output");
   output.add_options()
       ("log-every", po::value(&c.log_every)->default_value(c.log_every),
@@ -167,6 +170,7 @@ void validate(TrainConfig& c, const po::variables_map& vm) {
   one_of(c.precision, "precision", {"bf16", "fp32"});
   require(c.zero == 0 || c.zero == 1, "zero", "0 or 1", std::to_string(c.zero));
   one_of(c.reduce_dtype, "reduce-dtype", {"bf16", "fp32"});
+  non_negative(c.cpu_threads, "cpu-threads");
   non_negative(c.log_every, "log-every");
   non_negative(c.val_every, "val-every");
   positive(c.val_batches, "val-batches");
@@ -295,6 +299,7 @@ std::string TrainConfig::to_json() const {
       {"zero", zero},
       {"recompute", recompute},
       {"reduce_dtype", reduce_dtype},
+      {"cpu_threads", cpu_threads},
       {"log_every", log_every},
       {"log_json", log_json},
       {"val_every", val_every},

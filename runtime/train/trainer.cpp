@@ -185,6 +185,7 @@ int Trainer::run() {
     opts.reduce_bf16 = cfg_.reduce_dtype == "bf16";
     opts.micro_batch = cfg_.batch;
     opts.seq = cfg_.seq;
+    opts.cpu_threads = cfg_.cpu_threads;
     s.engine = make_(s.model, opts, comm_, cfg_.seed);
 
     s.progress.world_size = world;

@@ -145,6 +145,7 @@ TEST_F(TrainConfigTest, BadValuesNameTheOptionAndWhatIsAllowed) {
   expect_usage({"--data", d, "--bogus"}, {"bogus"});
   expect_usage({"--data", d, "--mem-alert", "1.5"}, {"--mem-alert", "(0, 1]"});
   expect_usage({"--data", d, "--keep", "0"}, {"--keep"});
+  expect_usage({"--data", d, "--cpu-threads=-1"}, {"--cpu-threads"});
   expect_usage({"--data", d, "--ckpt-every", "5"}, {"--ckpt-dir"});
   expect_usage({"--data", d, "--resume", p("none.h5")}, {"--resume", "auto | never | PATH"});
   expect_usage({"--data", d, "--config", p("absent.ini")}, {"--config", "absent.ini"});
