@@ -328,7 +328,12 @@ int Trainer::run() {
     auto t0 = Clock::now();
     ModelState st;
     s.engine->save_state(st);
-    s.store->save_async(layout, g, std::move(st), snapshot_progress());
+    try {
+      s.store->save_async(layout, g, std::move(st), snapshot_progress());
+    } catch (const CheckpointError& e) {  // collective: every rank gets it
+      warn(std::string(e.what()) + "; training continues, older checkpoints are kept");
+      return;
+    }
     s.async_stall = since(t0);
     s.async_step = s.progress.step;
     s.last_save = Clock::now();
@@ -347,112 +352,119 @@ int Trainer::run() {
     for (TrainObserver* o : observers_) o->on_eval(e);
   };
 
-  // ---- the loop ---------------------------------------------------------------------------
-  const int64_t step_tokens =
-      static_cast<int64_t>(world) * cfg_.batch * cfg_.grad_accum * static_cast<int64_t>(cfg_.seq);
-  const float micro_scale = 1.0f / static_cast<float>(cfg_.grad_accum);
-  const int64_t first_step = s.progress.step;
-  int64_t last_eval = -1;
-  Batch batch;
-  while (s.progress.step < cfg_.steps) {
-    // The step boundary: all ranks agree whether to stop before anyone starts the step.
-    const StopAction stop = agree_stop(comm_, s.watcher->pending());
-    if (stop != StopAction::kNone) {
-      const int sig = s.watcher->last_signal();
-      emit_run("signal", std::string(stop_action_name(stop)) +
-                             (sig ? " | " + signal_name(sig) + " on rank 0" : ""));
-      bool saved = false;
-      if (s.store) {
-        saved = collect_background(s.progress.step);
-        if (!saved) save_sync("signal");
-        saved = true;
-      } else {
-        warn("stopping on a signal without --ckpt-dir: nothing is saved");
+  // Checkpoint errors are collective (every rank throws the same), so all ranks can leave
+  // through here without leaving one in a collective.
+  try {
+    // ---- the loop ---------------------------------------------------------------------------
+    const int64_t step_tokens =
+        static_cast<int64_t>(world) * cfg_.batch * cfg_.grad_accum * static_cast<int64_t>(cfg_.seq);
+    const float micro_scale = 1.0f / static_cast<float>(cfg_.grad_accum);
+    const int64_t first_step = s.progress.step;
+    int64_t last_eval = -1;
+    Batch batch;
+    while (s.progress.step < cfg_.steps) {
+      // The step boundary: all ranks agree whether to stop before anyone starts the step.
+      const StopAction stop = agree_stop(comm_, s.watcher->pending());
+      if (stop != StopAction::kNone) {
+        const int sig = s.watcher->last_signal();
+        emit_run("signal", std::string(stop_action_name(stop)) +
+                               (sig ? " | " + signal_name(sig) + " on rank 0" : ""));
+        bool saved = false;
+        if (s.store) {
+          saved = collect_background(s.progress.step);
+          if (!saved) save_sync("signal");
+          saved = true;
+        } else {
+          warn("stopping on a signal without --ckpt-dir: nothing is saved");
+        }
+        int result = exit_code::kStopped;
+        // Requeue only with a durable checkpoint, or the next run would start from step 0.
+        // A 'requeue' signal (time limit) always asks for it. An 'exit' signal asks only when Slurm
+        // is preempting the job: with PreemptMode=REQUEUE, Slurm marks a job whose batch script
+        // ends within GraceTime COMPLETED instead of requeueing it; a user's scancel is no
+        // preemption, so that run just stops.
+        if (saved && cfg_.requeue && stop != StopAction::kNone) {
+          int ok = 0;
+          bool want = stop == StopAction::kSaveRequeue;
+          std::string err;
+          if (rank == 0 && !want) {
+            const PreemptQuery q = job_is_preempted();
+            want = q.known && q.preempted && q.requeue_allowed;
+          }
+          if (rank == 0 && want) {
+            ok = requeue_self(&err) ? 1 : 0;
+            if (!ok) warn("requeue failed: " + err + "; stopping without a requeue");
+          }
+          comm_.broadcast(&ok, sizeof ok, 0);
+          if (ok) {
+            const char* job = std::getenv("SLURM_JOB_ID");
+            emit_run("requeue", std::string("job ") + (job ? job : "?"));
+            result = exit_code::kRequeued;
+          }
+        }
+        emit_run("stop", "exit code " + std::to_string(result));
+        return result;
       }
-      int result = exit_code::kStopped;
-      // Requeue only with a durable checkpoint, or the next run would start from step 0.
-      // A 'requeue' signal (time limit) always asks for it. An 'exit' signal asks only when Slurm
-      // is preempting the job: with PreemptMode=REQUEUE, Slurm marks a job whose batch script
-      // ends within GraceTime COMPLETED instead of requeueing it; a user's scancel is no
-      // preemption, so that run just stops.
-      if (saved && cfg_.requeue && stop != StopAction::kNone) {
-        int ok = 0;
-        bool want = stop == StopAction::kSaveRequeue;
-        std::string err;
-        if (rank == 0 && !want) {
-          const PreemptQuery q = job_is_preempted();
-          want = q.known && q.preempted && q.requeue_allowed;
-        }
-        if (rank == 0 && want) {
-          ok = requeue_self(&err) ? 1 : 0;
-          if (!ok) warn("requeue failed: " + err + "; stopping without a requeue");
-        }
-        comm_.broadcast(&ok, sizeof ok, 0);
-        if (ok) {
-          const char* job = std::getenv("SLURM_JOB_ID");
-          emit_run("requeue", std::string("job ") + (job ? job : "?"));
-          result = exit_code::kRequeued;
-        }
+
+      const auto t0 = Clock::now();
+      s.engine->zero_grad();
+      double local = 0;
+      for (int k = 0; k < cfg_.grad_accum; ++k) {
+        s.loader->next(batch);
+        local += s.engine->forward_backward(batch.inputs, batch.targets, cfg_.batch, cfg_.seq,
+                                            micro_scale, k + 1 == cfg_.grad_accum);
       }
-      emit_run("stop", "exit code " + std::to_string(result));
-      return result;
+      s.engine->reduce_gradients();
+      const double lr = s.schedule.at(s.progress.step);
+      const float norm = s.engine->optimizer_step(s.hp, static_cast<float>(lr));
+      double loss = local / cfg_.grad_accum;
+      comm_.allreduce_sum(&loss, 1);
+      loss /= world;
+
+      s.progress.step += 1;
+      s.progress.tokens_seen += step_tokens;
+      s.progress.lr = lr;
+      s.progress.loader = s.loader->position();
+      const double secs = since(t0);
+      losses_.push_back(loss);
+      auto [mem_used, mem_total] = s.engine->device_memory();
+      StepEvent ev{s.progress.step,
+                   cfg_.steps,
+                   loss,
+                   lr,
+                   norm,
+                   secs,
+                   static_cast<double>(step_tokens) / secs,
+                   s.progress.tokens_seen,
+                   mem_used,
+                   mem_total};
+      for (TrainObserver* o : observers_) o->on_step(ev);
+
+      if (s.val && cfg_.val_every > 0 && s.progress.step % cfg_.val_every == 0) {
+        validate();
+        last_eval = s.progress.step;
+      }
+      if (s.store && s.progress.step < cfg_.steps) {  // the last step gets the final save
+        bool due = cfg_.ckpt_every > 0 && s.progress.step % cfg_.ckpt_every == 0;
+        if (cfg_.ckpt_interval > 0) {
+          // Rank 0's clock decides, so every rank takes part in the same collective save.
+          const bool late = rank == 0 && since(s.last_save) >= cfg_.ckpt_interval;
+          due = comm_.allreduce_max(late ? 1 : 0) != 0 || due;
+        }
+        if (due) save_async();
+      }
     }
 
-    const auto t0 = Clock::now();
-    s.engine->zero_grad();
-    double local = 0;
-    for (int k = 0; k < cfg_.grad_accum; ++k) {
-      s.loader->next(batch);
-      local += s.engine->forward_backward(batch.inputs, batch.targets, cfg_.batch, cfg_.seq,
-                                          micro_scale, k + 1 == cfg_.grad_accum);
-    }
-    s.engine->reduce_gradients();
-    const double lr = s.schedule.at(s.progress.step);
-    const float norm = s.engine->optimizer_step(s.hp, static_cast<float>(lr));
-    double loss = local / cfg_.grad_accum;
-    comm_.allreduce_sum(&loss, 1);
-    loss /= world;
-
-    s.progress.step += 1;
-    s.progress.tokens_seen += step_tokens;
-    s.progress.lr = lr;
-    s.progress.loader = s.loader->position();
-    const double secs = since(t0);
-    losses_.push_back(loss);
-    auto [mem_used, mem_total] = s.engine->device_memory();
-    StepEvent ev{s.progress.step,
-                 cfg_.steps,
-                 loss,
-                 lr,
-                 norm,
-                 secs,
-                 static_cast<double>(step_tokens) / secs,
-                 s.progress.tokens_seen,
-                 mem_used,
-                 mem_total};
-    for (TrainObserver* o : observers_) o->on_step(ev);
-
-    if (s.val && cfg_.val_every > 0 && s.progress.step % cfg_.val_every == 0) {
-      validate();
-      last_eval = s.progress.step;
-    }
-    if (s.store && s.progress.step < cfg_.steps) {  // the last step gets the final save
-      bool due = cfg_.ckpt_every > 0 && s.progress.step % cfg_.ckpt_every == 0;
-      if (cfg_.ckpt_interval > 0) {
-        // Rank 0's clock decides, so every rank takes part in the same collective save.
-        const bool late = rank == 0 && since(s.last_save) >= cfg_.ckpt_interval;
-        due = comm_.allreduce_max(late ? 1 : 0) != 0 || due;
-      }
-      if (due) save_async();
-    }
+    // ---- the end ----------------------------------------------------------------------------
+    collect_background(-1);
+    if (s.val && last_eval != s.progress.step) validate();
+    if (s.store && s.progress.step > first_step) save_sync("final");
+    emit_run("finish", "tokens " + std::to_string(s.progress.tokens_seen));
+    return exit_code::kOk;
+  } catch (const CheckpointError& e) {
+    if (rank == 0) std::fprintf(stderr, "railyard-train: %s\n", e.what());
+    return exit_code::kFailure;
   }
-
-  // ---- the end ----------------------------------------------------------------------------
-  collect_background(-1);
-  if (s.val && last_eval != s.progress.step) validate();
-  if (s.store && s.progress.step > first_step) save_sync("final");
-  emit_run("finish", "tokens " + std::to_string(s.progress.tokens_seen));
-  return exit_code::kOk;
 }
 
 }  // namespace railyard

@@ -54,4 +54,9 @@ bad(["--data", tmp / "big.bin", *TINY], "big.bin", "token 65000", "outside")
 (tmp / "notes.txt").write_text("plain text is not token data\n" * 100)
 bad(["--data", tmp / "notes.txt", *TINY], "notes.txt", "neither an HDF5 file nor")
 bad(["--data", data, "--val-data", tmp / "empty.bin", *TINY], "empty.bin")
+
+# A checkpoint directory that cannot be one: a failure (1) with the path, on every rank.
+(tmp / "plainfile").write_text("x")
+_, err, _ = train(["--data", data, "--ckpt-dir", tmp / "plainfile", *TINY], ranks=2, expect=1)
+check("plainfile" in err, f"the message must name the checkpoint directory:\n{err}")
 print("ok: every bad input exits 2 with a message")
