@@ -242,3 +242,23 @@ def temp_files(d):
         return [n for n in os.listdir(d) if n.startswith(".ckpt-") and ".tmp-" in n]
     except FileNotFoundError:
         return []
+
+
+def slurm_rank_pids(job):
+    """PIDs of the railyard-train processes of Slurm job `job` on this machine."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv0 = fh.read().split(b"\0")[0]
+            if not argv0.endswith(b"railyard-train"):
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = dict(kv.split(b"=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
+            if env.get(b"SLURM_JOB_ID") == str(job).encode():
+                out.append(int(pid))
+        except (OSError, ValueError):
+            continue
+    return out
