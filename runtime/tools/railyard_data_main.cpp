@@ -3,6 +3,7 @@
 //   railyard-data synthetic --tokens N --vocab V [--seed S] -o OUT.h5
 //   railyard-data from-bin SHARD... -o OUT.h5    llm.c .bin shards -> one HDF5 file
 //   railyard-data inspect FILE...
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -59,14 +60,22 @@ Args parse(int argc, char** argv, bool needs_out, bool generator) {
   return a;
 }
 
+// One line per input file, so a long conversion shows where it is.
+void progress(size_t done, size_t total, const std::string& file, size_t tokens) {
+  std::printf("[%zu/%zu] %s | %zu tokens so far\n", done, total, file.c_str(), tokens);
+  std::fflush(stdout);
+}
+
 int text(const Args& a) {
   std::vector<uint32_t> tokens;
-  for (const std::string& f : a.files) {
+  for (size_t i = 0; i < a.files.size(); ++i) {
+    const std::string& f = a.files[i];
     std::ifstream in(f, std::ios::binary);
     if (!in) throw DataError("text '" + f + "': cannot be read");
     std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
                                      std::istreambuf_iterator<char>());
     tokens.insert(tokens.end(), bytes.begin(), bytes.end());
+    progress(i + 1, a.files.size(), f, tokens.size());
   }
   railyard::write_token_file(a.out, tokens, 256);
   std::printf("%s: %zu tokens from %zu files, vocab 256\n", a.out.c_str(), tokens.size(),
@@ -96,17 +105,22 @@ int synthetic(const Args& a) {
 }
 
 int from_bin(const Args& a) {
-  TokenDataset d(a.files);
-  for (const auto& f : d.files()) {
-    if (f.format != "llmc-bin")
-      throw DataError("from-bin '" + f.path + "': not an llm.c .bin shard");
+  std::vector<uint32_t> tokens;
+  int vocab = 0;
+  for (size_t i = 0; i < a.files.size(); ++i) {
+    TokenDataset d({a.files[i]});  // one at a time: each shard is checked, then released
+    if (d.files()[0].format != "llmc-bin") {
+      throw DataError("from-bin '" + a.files[i] + "': not an llm.c .bin shard");
+    }
+    std::vector<int32_t> part(d.size());
+    d.read(0, part);
+    tokens.insert(tokens.end(), part.begin(), part.end());
+    vocab = std::max(vocab, d.vocab());
+    progress(i + 1, a.files.size(), a.files[i], tokens.size());
   }
-  std::vector<int32_t> all(d.size());
-  d.read(0, all);
-  std::vector<uint32_t> tokens(all.begin(), all.end());
-  railyard::write_token_file(a.out, tokens, d.vocab());
+  railyard::write_token_file(a.out, tokens, vocab);
   std::printf("%s: %zu tokens from %zu shards, vocab %d\n", a.out.c_str(), tokens.size(),
-              a.files.size(), d.vocab());
+              a.files.size(), vocab);
   return 0;
 }
 

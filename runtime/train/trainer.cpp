@@ -152,13 +152,20 @@ int Trainer::run() {
   try {
     // First, so that a preemption during a slow start is not fatal.
     s.watcher = std::make_unique<SignalWatcher>(cfg_.signals);
+    const auto t_data = Clock::now();
     s.train = std::make_unique<TokenDataset>(cfg_.data);
     const int vocab = cfg_.vocab > 0 ? cfg_.vocab : s.train->vocab();
     s.train->check_vocab(vocab);
+    std::string data_detail = "train " + std::to_string(s.train->size()) + " tokens in " +
+                              std::to_string(s.train->files().size()) + " file(s)";
     if (!cfg_.val_data.empty()) {
       s.val = std::make_unique<TokenDataset>(cfg_.val_data);
       s.val->check_vocab(vocab);
+      data_detail += " | val " + std::to_string(s.val->size()) + " tokens";
     }
+    char took[64];
+    std::snprintf(took, sizeof took, " | vocab %d | checked in %.2f s", vocab, since(t_data));
+    emit_run("data", data_detail + took);
     s.model.vocab = vocab;
     s.model.padded_vocab = padded_vocab(vocab);
     s.model.max_seq = cfg_.seq;
@@ -218,9 +225,12 @@ int Trainer::run() {
                          "); use an empty directory or remove them");
       }
     }
+    const auto t_load = Clock::now();
     if (cfg_.resume == "auto" && s.store) {
+      emit_run("load", "newest valid checkpoint in " + cfg_.ckpt_dir);
       loaded = s.store->load_latest(s.model, [&](const std::string& why) { warn(why); });
     } else if (cfg_.resume != "auto" && cfg_.resume != "never") {
+      emit_run("load", cfg_.resume);
       loaded = read_checkpoint(cfg_.resume, &s.model);
     }
     if (loaded) {
@@ -232,8 +242,10 @@ int Trainer::run() {
       s.progress.lr = loaded->progress.lr;
       s.progress.loader = loaded->progress.loader;
       s.progress.rng_state = loaded->progress.rng_state;
+      char took[64];
+      std::snprintf(took, sizeof took, ", loaded in %.2f s", since(t_load));
       resumed_from = loaded->path + " (saved on " + std::to_string(saved_world) + " rank" +
-                     (saved_world == 1 ? "" : "s") + ")";
+                     (saved_world == 1 ? "" : "s") + took + ")";
     }
     code = exit_code::kOk;
   } catch (const UsageError& e) {

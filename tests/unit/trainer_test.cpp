@@ -137,7 +137,7 @@ TEST_F(TrainerTest, DrivesTheEngineOncePerStepAndMicroStep) {
   std::vector<std::string> want = {"launch"};
   // Rank 0 gathers every rank's binding.
   for (int r = 0; r < world && Communicator::world().rank() == 0; ++r) want.push_back("bind");
-  want.insert(want.end(), {"start", "finish"});
+  want.insert(want.end(), {"data", "start", "finish"});
   EXPECT_EQ(rec.kinds, want);
 }
 
