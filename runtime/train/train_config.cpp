@@ -13,17 +13,19 @@ namespace po = boost::program_options;
 
 namespace {
 
+constexpr unsigned kHelpWidth = 100;
+
 // One table of every option, bound to the fields of `c` (clang-format would scatter the
 // chained calls).
 // clang-format off
 po::options_description describe(TrainConfig& c) {
-  po::options_description data("Data");
+  po::options_description data("Data", kHelpWidth);
   data.add_options()
-      ("data", po::value(&c.data)->multitoken(),
+      ("data", po::value(&c.data)->multitoken()->value_name("PATH"),
        "training tokens: HDF5 (/tokens + vocab_size) or llm.c .bin; repeatable, globs "
        "allowed (required)")
-      ("val-data", po::value(&c.val_data)->multitoken(), "validation tokens, same formats");
-  po::options_description model("Model");
+      ("val-data", po::value(&c.val_data)->multitoken()->value_name("PATH"), "validation tokens, same formats");
+  po::options_description model("Model", kHelpWidth);
   model.add_options()
       ("layers", po::value(&c.layers)->default_value(c.layers), "transformer blocks")
       ("heads", po::value(&c.heads)->default_value(c.heads), "attention heads; must divide --dim")
@@ -31,7 +33,7 @@ po::options_description describe(TrainConfig& c) {
       ("seq", po::value(&c.seq)->default_value(c.seq), "sequence length T")
       ("vocab", po::value(&c.vocab)->default_value(c.vocab),
        "vocabulary size; 0 = the data's vocab_size");
-  po::options_description train("Training");
+  po::options_description train("Training", kHelpWidth);
   train.add_options()
       ("steps", po::value(&c.steps)->default_value(c.steps), "optimizer steps in total")
       ("batch", po::value(&c.batch)->default_value(c.batch), "sequences per rank per micro-step")
@@ -46,7 +48,7 @@ po::options_description describe(TrainConfig& c) {
       ("clip", po::value(&c.clip)->default_value(c.clip, "1"),
        "global gradient-norm clip; 0 disables")
       ("seed", po::value(&c.seed)->default_value(c.seed), "initialisation and data order");
-  po::options_description device("Device");
+  po::options_description device("Device", kHelpWidth);
   device.add_options()
       ("device", po::value(&c.device)->default_value(c.device), "cpu | cuda | auto")
       ("precision", po::value(&c.precision)->default_value(c.precision),
@@ -58,24 +60,24 @@ po::options_description describe(TrainConfig& c) {
       ("cpu-threads", po::value(&c.cpu_threads)->default_value(c.cpu_threads),
        "BLAS threads per rank (CPU); 0 = this rank's CPUs, shared by the ranks of a node "
        "when they are not bound");
-  po::options_description output("Output");
+  po::options_description output("Output", kHelpWidth);
   output.add_options()
       ("log-every", po::value(&c.log_every)->default_value(c.log_every),
        "progress line every N steps (rank 0); 0 = none")
-      ("log-json", po::value(&c.log_json), "append one JSON object per step and event to PATH")
+      ("log-json", po::value(&c.log_json)->value_name("PATH"), "append one JSON object per step and event to PATH")
       ("val-every", po::value(&c.val_every)->default_value(c.val_every),
        "validation loss every N steps (with --val-data); 0 = at the end only")
       ("val-batches", po::value(&c.val_batches)->default_value(c.val_batches),
        "micro-batches per validation")
-      ("metrics-file", po::value(&c.metrics_file),
+      ("metrics-file", po::value(&c.metrics_file)->value_name("PATH"),
        "Prometheus textfile (*.prom) to keep current; empty = off")
       ("metrics-interval", po::value(&c.metrics_interval)->default_value(c.metrics_interval, "5"),
        "seconds between metrics-file rewrites")
       ("mem-alert", po::value(&c.mem_alert)->default_value(c.mem_alert, "0.9"),
        "warn when device memory use exceeds this fraction, in (0, 1]");
-  po::options_description ckpt("Checkpoints and preemption");
+  po::options_description ckpt("Checkpoints and preemption", kHelpWidth);
   ckpt.add_options()
-      ("ckpt-dir", po::value(&c.ckpt_dir), "checkpoint directory; empty = no checkpoints")
+      ("ckpt-dir", po::value(&c.ckpt_dir)->value_name("DIR"), "checkpoint directory; empty = no checkpoints")
       ("ckpt-every", po::value(&c.ckpt_every)->default_value(c.ckpt_every),
        "background save every N steps; 0 = off")
       ("ckpt-interval", po::value(&c.ckpt_interval)->default_value(c.ckpt_interval, "0"),
@@ -89,10 +91,10 @@ po::options_description describe(TrainConfig& c) {
        "SIGNAL=exit|requeue,...: which signals stop the run and how")
       ("requeue", po::value<std::string>()->default_value("on"),
        "on | off: requeue the Slurm job ourselves on a 'requeue' signal");
-  po::options_description general("General");
+  po::options_description general("General", kHelpWidth);
   general.add_options()
       ("help,h", "show this help and exit")
-      ("config", po::value<std::string>(), "INI-style file of option = value lines");
+      ("config", po::value<std::string>()->value_name("FILE"), "INI-style file of option = value lines");
 
   po::options_description all;
   all.add(data).add(model).add(train).add(device).add(output).add(ckpt).add(general);
