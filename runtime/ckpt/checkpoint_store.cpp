@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -203,7 +204,7 @@ struct CheckpointStore::Impl {
   Communicator& comm;
   BackgroundWriter background;  // rank 0 only
   bool async_pending = false;   // on every rank, so wait() stays collective
-  double rate = 0;
+  std::atomic<double> rate{0};  // set by the background writer, read by the caller
 
   Impl(std::string d, int k, Communicator& c) : dir(std::move(d)), keep(k), comm(c) {}
 
@@ -230,15 +231,18 @@ struct CheckpointStore::Impl {
     return tmp;
   }
 
-  // Rank 0, after the file's contents are written: durable, renamed, pruned.
-  SaveResult finish(const std::string& tmp, int64_t step, double t_start) {
+  // Rank 0, after the file's contents are written: durable, renamed, then pruned. The write
+  // rate covers creating the file until it is durable (not the pruning).
+  SaveResult finish(const std::string& tmp, int64_t step, double t_start, double t_write) {
     const std::string final_p = final_path(step);
     fsync_file(tmp);
     durable_rename(tmp, final_p);
+    const double t_durable = now_mono();
     SaveResult r;
     r.path = final_p;
     r.bytes = file_bytes(final_p);
-    r.seconds = now_mono() - t_start;
+    r.seconds = t_durable - t_start;
+    rate = static_cast<double>(r.bytes) / std::max(1e-9, t_durable - t_write);
     prune(dir, keep, step);
     return r;
   }
@@ -250,9 +254,7 @@ struct CheckpointStore::Impl {
     const std::string tmp = prepare(meta.progress.step, estimate_bytes(layout, meta.progress));
     try {
       write_checkpoint_file(tmp, layout, meta, slice);
-      SaveResult r = finish(tmp, meta.progress.step, t_start);
-      rate = static_cast<double>(r.bytes) / std::max(1e-9, now_mono() - t_write);
-      return r;
+      return finish(tmp, meta.progress.step, t_start, t_write);
     } catch (...) {
       try {
         remove_file(tmp);
@@ -269,7 +271,9 @@ struct CheckpointStore::Impl {
     broadcast_string(comm, r.path, 0);
     bcast_pod(comm, r.bytes);
     bcast_pod(comm, r.seconds);
-    bcast_pod(comm, rate);
+    double shared_rate = rate;
+    bcast_pod(comm, shared_rate);
+    rate = shared_rate;
     return r;
   }
 };
@@ -350,8 +354,7 @@ SaveResult CheckpointStore::save(const ParamLayout& layout, const GptConfig& mod
       try {
         write_checkpoint_collective(s.comm, tmp, layout, meta, slice);
         if (s.comm.rank() == 0) {
-          r = s.finish(tmp, progress.step, t_start);
-          s.rate = static_cast<double>(r.bytes) / std::max(1e-9, now_mono() - t_write);
+          r = s.finish(tmp, progress.step, t_start, t_write);
         }
       } catch (const std::exception& e) {
         if (s.comm.rank() == 0) remove_file(tmp);
