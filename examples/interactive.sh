@@ -12,6 +12,7 @@ if [[ -z ${SLURM_JOB_ID:-} ]]; then
 fi
 
 # 2. See what the railyard plugin decides for each rank: GPU, cores, NIC. No training yet.
+# shellcheck disable=SC2016 # expanded by each task, not here
 srun --mpi=pmix --railyard-verbose bash -c \
   'echo "rank $SLURM_PROCID: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES cpus=$(taskset -pc $$ | cut -d: -f2)"'
 

@@ -27,6 +27,7 @@ fail() {
 plugstack=$RAILYARD_CLUSTER_DIR/etc/plugstack.conf
 if grep -q spank_railyard.so "$plugstack" 2>/dev/null; then
   source "$(dirname "$0")/lib/plugin_test_lib.bash"
+  # shellcheck disable=SC2034 # read by plugin_test_lib.bash
   scratch=$tmp ncpu=$(nproc)
   cp "$plugstack" "$tmp/plugstack.conf.orig"
   trap 'cp "$tmp/plugstack.conf.orig" "$plugstack"' EXIT
