@@ -11,17 +11,21 @@ fail() {
   exit 1
 }
 
-# Each task prints "rank CUDA_VISIBLE_DEVICES"; Slurm must hand the step all four fake GPUs.
+# Each task prints "task RANK SLURM_STEP_GPUS CUDA_VISIBLE_DEVICES". Slurm must hand the step all
+# four fake GPUs. A SPANK plugin may reorder CUDA_VISIBLE_DEVICES (railyard's puts the task's own
+# GPU first), so that is compared as a set; SLURM_STEP_GPUS is Slurm's alone.
 check_gpus() { # file-with-task-lines expected-tasks
   local lines
   lines=$(grep -c '^task ' "$1" || true)
   [[ $lines == "$2" ]] || fail "expected $2 task lines, got $lines: $(cat "$1")"
-  while read -r _ rank cvd; do
-    [[ $cvd == 0,1,2,3 ]] || fail "task $rank has CUDA_VISIBLE_DEVICES='$cvd', expected 0,1,2,3"
+  while read -r _ rank step_gpus cvd; do
+    [[ $step_gpus == 0,1,2,3 ]] || fail "task $rank has SLURM_STEP_GPUS='$step_gpus', expected 0,1,2,3"
+    [[ $(tr ',' '\n' <<<"$cvd" | sort -n | paste -sd,) == 0,1,2,3 ]] ||
+      fail "task $rank has CUDA_VISIBLE_DEVICES='$cvd', expected the GPUs 0,1,2,3"
   done < <(grep '^task ' "$1")
 }
 
-task_line='echo "task $SLURM_PROCID ${CUDA_VISIBLE_DEVICES:-unset}"'
+task_line='echo "task $SLURM_PROCID ${SLURM_STEP_GPUS:-unset} ${CUDA_VISIBLE_DEVICES:-unset}"'
 
 echo "== srun -n 4 --gres=gpu:4"
 timeout 60 srun -n 4 --gres=gpu:4 bash -c "$task_line" >"$tmp/srun.out"
@@ -30,7 +34,7 @@ check_gpus "$tmp/srun.out" 4
 
 echo "== srun without --gres sees no GPU"
 timeout 60 srun -n 1 bash -c "$task_line" >"$tmp/nogpu.out"
-grep -qx 'task 0 unset' "$tmp/nogpu.out" || fail "a step without --gres got GPUs: $(cat "$tmp/nogpu.out")"
+grep -qx 'task 0 unset unset' "$tmp/nogpu.out" || fail "a step without --gres got GPUs: $(cat "$tmp/nogpu.out")"
 
 echo "== sbatch --wait"
 cat >"$tmp/job.sh" <<JOB
