@@ -70,6 +70,11 @@ if has bench || has pytorch || has profile; then
 fi
 
 if has bench; then
+  # SM clock and power once a second while railyard trains: a GEMM-heavy step can run below
+  # the boost clock, which per-kernel profiles (ncu replays kernels one by one) do not show.
+  nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 1000 \
+    > "$OUT/clocks.csv" 2>/dev/null &
+  smi=$!
   for prec in ${PRECISIONS:-bf16}; do
     log "bench: railyard-train cuda $prec x1 ($STEPS steps)"
     rm -rf /tmp/ry-ckpt "$OUT/railyard_${prec}_x1.jsonl"
@@ -84,6 +89,8 @@ if has bench; then
       "$BUILD/runtime/tools/railyard-train" --data $DATA $GPT --steps "$STEPS" --device cuda \
       --precision bf16 --log-every 10 --log-json "$OUT/railyard_bf16_x$GPUS.jsonl" 2>&1 | tail -8
   fi
+  kill $smi 2>/dev/null
+  sort -n "$OUT/clocks.csv" | awk -F, '{c[NR]=$1; p[NR]=$2} END {if (NR) printf "SM clock MHz min %s median %s max %s; power W at the median clock %s\n", c[1], c[int((NR+1)/2)], c[NR], p[int((NR+1)/2)]}'
 fi
 
 if has pytorch; then
