@@ -310,7 +310,7 @@ class SvgWriter {
     for (size_t i = 0; i < points.size(); ++i) {
       if (i % stride != 0 && i + 1 != points.size()) continue;
       const double v = p.value(*points[i]);
-      if (!std::isfinite(v)) continue;  // a diverged step leaves a gap in the loss
+      if (!std::isfinite(v)) continue;  // a diverged (NaN) step has no point
       coords += num(x(points[i]->step)) + ',' + num(y(p, v)) + ' ';
     }
     out_ += "<polyline class=\"series\" data-series=\"" + std::string(p.name) +
