@@ -8,8 +8,8 @@
 namespace railyard {
 
 // Creates `dir` and missing parents; the directories created get mode 0700 (existing ones are
-// left as they are). Throws when `dir` is not a directory, is a symlink-free path we cannot
-// write, or cannot be created.
+// left as they are). Throws when `dir` is empty (std::invalid_argument), is not a directory,
+// cannot be created, or is not writable.
 void ensure_private_dir(const std::string& dir);
 
 // Creates an empty file with mode 0600; fails if `path` exists (a symlink included).

@@ -87,7 +87,6 @@ class Team {
   explicit Team(Communicator* comm) : comm_(comm) {}
   bool collective() const { return comm_ != nullptr; }
   int rank() const { return comm_ ? comm_->rank() : 0; }
-  int size() const { return comm_ ? comm_->size() : 1; }
   Communicator* comm() const { return comm_; }
 
   void phase(const std::function<void()>& fn) {
@@ -129,7 +128,8 @@ std::vector<uint64_t> tensor_digests(Team& team, const ParamLayout& layout, cons
     const size_t a = std::max(t0, s.begin), b = std::min(t1, s.end);
     if (a >= b) continue;
     Xxh3Stream h;
-    const int tag = tag_base + static_cast<int>(i % 30000);
+    // Tags stay below 32767, the smallest MPI_TAG_UB the standard allows.
+    const int tag = tag_base + static_cast<int>(i % 10000);
     // The previous rank holds the tensor's earlier elements when this piece does not start it.
     if (a > t0) {
       std::vector<unsigned char> received(Xxh3Stream::state_bytes());
@@ -231,11 +231,11 @@ void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format
   // Every element is written, so HDF5 need not write fill values first.
   check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
   const Arrays arrays[3] = {{"params", s.params + s.begin}, {"adam/m", s.m}, {"adam/v", s.v}};
-  int tag_base = 1000;
+  int tag_base = 0;
   for (const Arrays& arr : arrays) {
     std::vector<uint64_t> digests;
     team.phase([&] { digests = tensor_digests(team, layout, arr, s, tag_base); });
-    tag_base += 30000;
+    tag_base += 10000;
     for (size_t i = 0; i < layout.tensors().size(); ++i) {
       const TensorSpec& t = layout.tensors()[i];
       const std::string name = std::string(arr.group) + "/" + t.name;
