@@ -14,7 +14,8 @@ def main():
     count = collections.Counter()
     for r in body:
         v = float(r[val_i].replace(",", ""))
-        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}.get(r[unit_i], 1.0)
+        scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0,
+                 "msecond": 1.0, "s": 1e3, "second": 1e3}[r[unit_i]]
         name = r[name_i].split("(")[0][:70]
         total[name] += v * scale
         count[name] += 1
