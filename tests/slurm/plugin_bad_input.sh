@@ -2,7 +2,8 @@
 # Bad input fails the step with a message naming the option or argument, the value and what
 # is allowed, and the node stays idle: bad option values through srun, sbatch and salloc; an
 # unknown or malformed plugstack.conf argument; an option the admin keeps; a missing topology
-# file; a CUDA version on a node without a driver (also from inside a batch job).
+# file; a CUDA version on a node without a driver (also from inside a batch job); a bad
+# argument in the node's plugstack.conf only (slurmstepd fails the tasks).
 set -euo pipefail
 # shellcheck source=lib/plugin_test_lib.bash
 source "$(dirname "$0")/lib/plugin_test_lib.bash"
@@ -72,6 +73,15 @@ grep -q "needs CUDA 12.0" "$scratch/batch.out" || fail "the batch job's output l
 grep -q ran-anyway "$scratch/batch.out" && fail "the batch job's task ran"
 expect_node_idle
 echo "ok: batch job whose step fails the check"
+# A bad argument only in the node's plugstack.conf (srun here reads a good copy, as a login
+# node with its own file would): slurmstepd fails the step's tasks with the message.
+set_plugstack "topology=$xml"
+cp "$plugstack" "$scratch/login-plugstack.conf"
+sed "s|^PlugStackConfig=.*|PlugStackConfig=$scratch/login-plugstack.conf|" "$SLURM_CONF" >"$scratch/login-slurm.conf"
+set_plugstack "topology=$xml" colour=blue
+expect_failure "bad argument on the node only" $'unknown key \'colour\'\nExited with exit code 1' \
+  env SLURM_CONF="$scratch/login-slurm.conf" srun -n 2 --gres=gpu:2 echo ran-anyway
+
 # plugstack.conf broken while a batch job waits: its batch step still starts (a plugin error
 # there would drain the node), and the srun inside fails with the message.
 set_plugstack "topology=$xml"
