@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
-#   bash bench/gpu_bench.sh [stage...]      stages: env build check bench pytorch profile
+#   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile
 # (default: env build check bench pytorch). Builds railyard with CUDA, runs the GPU correctness
 # checks (tests/gpu), then times railyard-train and the PyTorch reference (bench/pytorch_gpt.py,
 # eager and torch.compile) on the same random-token file: GPT-2 124M, micro-batch 16, seq 1024,
@@ -64,7 +64,7 @@ fi
 
 DATA=/tmp/railyard-bench-data.h5
 GPT="--layers 12 --heads 12 --dim 768 --seq 1024 --vocab 50257 --batch 16"
-if has bench || has pytorch || has profile; then
+if has bench || has variants || has pytorch || has profile; then
   [ -f $DATA ] || "$BUILD/runtime/tools/railyard-data" synthetic --tokens 20000000 --vocab 50257 \
     --seed 7 -o $DATA > /dev/null
 fi
@@ -91,6 +91,20 @@ if has bench; then
   fi
   kill $smi 2>/dev/null
   sort -n "$OUT/clocks.csv" | awk -F, '{c[NR]=$1; p[NR]=$2} END {if (NR) printf "SM clock MHz min %s median %s max %s; power W at the median clock %s\n", c[1], c[int((NR+1)/2)], c[NR], p[int((NR+1)/2)]}'
+fi
+
+if has variants; then
+  # Other settings of the same model, no checkpoints: what --recompute and fp32 cost, and (with
+  # --grad-accum 4, four micro-steps per optimizer step) how much of a step is per-step overhead
+  # outside forward and backward.
+  for v in "bf16-recompute:--precision bf16 --recompute" "bf16-accum4:--precision bf16 --grad-accum 4" \
+           "fp32:--precision fp32"; do
+    name=${v%%:*}
+    log "variant: railyard-train cuda $name x1"
+    rm -f "$OUT/railyard_${name}_x1.jsonl"
+    timeout 200 "$BUILD/runtime/tools/railyard-train" --data $DATA $GPT --steps 30 --device cuda \
+      ${v#*:} --log-every 0 --log-json "$OUT/railyard_${name}_x1.jsonl" 2>&1 | tail -3
+  done
 fi
 
 if has pytorch; then

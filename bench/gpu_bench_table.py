@@ -28,7 +28,8 @@ def railyard_rows(out):
             continue
         world = int(os.path.basename(path).split("_x")[-1].split(".")[0])
         med = statistics.median(s["step_seconds"] for s in steps if s["step"] >= 10)
-        tok = 16 * 1024 / med
+        # Tokens per step per GPU from the log itself (grad-accum and world size included).
+        tok = steps[-1]["tokens_seen"] / steps[-1]["step"] / world / med
         mem = max(s.get("device_mem_used", 0) for s in steps) / 2**30
         stall = ", ".join(f'{c.get("stall_seconds", 0)*1e3:.0f} ms' for c in ckpt) or "-"
         rows.append((os.path.basename(path)[:-6].replace("_", " "), f"{med*1e3:.1f}",
