@@ -82,6 +82,12 @@ class CheckpointStore {
   // or throws its CheckpointError.
   std::optional<SaveResult> wait();
 
+  // The ModelState handed to the last save_async, once no background save reads it (after
+  // wait() on rank 0, at once on the others), so the caller can snapshot into its already
+  // allocated buffers next time instead of faulting in fresh ones; its contents are that
+  // snapshot. nullopt when there is none. Not collective.
+  std::optional<ModelState> take_spare();
+
   // Newest first, each fully verified (not collective; any rank may call it).
   std::vector<CheckpointInfo> list() const;
   // Collective: the newest checkpoint that verifies and matches `expect`, read by rank 0 and

@@ -204,6 +204,10 @@ struct CheckpointStore::Impl {
   Communicator& comm;
   BackgroundWriter background;  // rank 0 only
   bool async_pending = false;   // on every rank, so wait() stays collective
+  // The snapshot of the background save (rank 0, owned here while the writer reads it) and, once
+  // no save needs it, its buffers for take_spare().
+  std::unique_ptr<ModelState> in_flight;
+  std::optional<ModelState> spare;
   std::atomic<double> rate{0};  // set by the background writer, read by the caller
 
   Impl(std::string d, int k, Communicator& c) : dir(std::move(d)), keep(k), comm(c) {}
@@ -416,12 +420,18 @@ void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& mod
     throw CheckpointError(context + e.what());
   }
   s.async_pending = true;
-  if (s.comm.rank() != 0) return;
+  s.spare.reset();
+  if (s.comm.rank() != 0) {
+    s.spare = std::move(state);  // only rank 0 writes; the caller may reuse these buffers now
+    return;
+  }
+  s.in_flight = std::make_unique<ModelState>(std::move(state));
   auto job = [&s, layout,
-              meta = ckpt_format::Meta{model, std::move(progress), state.adam_step, now_unix()},
-              st = std::move(state), t_start, context]() {
+              meta =
+                  ckpt_format::Meta{model, std::move(progress), s.in_flight->adam_step, now_unix()},
+              st = s.in_flight.get(), t_start, context]() {
     try {
-      const WriteSlice slice{st.params.data(), st.m.data(), st.v.data(), 0, layout.total()};
+      const WriteSlice slice{st->params.data(), st->m.data(), st->v.data(), 0, layout.total()};
       return s.write_whole(layout, meta, slice, t_start);
     } catch (const std::exception& e) {
       throw CheckpointError(context + e.what());
@@ -442,6 +452,8 @@ std::optional<SaveResult> CheckpointStore::wait() {
     } catch (const std::exception& e) {
       error = e.what();
     }
+    if (s.in_flight) s.spare = std::move(*s.in_flight);
+    s.in_flight.reset();
   }
   try {
     return s.share_result(error, r);
@@ -524,6 +536,12 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_latest(
     bcast_pod(s.comm, got.state.adam_step);
   }
   return got;
+}
+
+std::optional<ModelState> CheckpointStore::take_spare() {
+  std::optional<ModelState> out = std::move(impl_->spare);
+  impl_->spare.reset();
+  return out;
 }
 
 double CheckpointStore::write_rate() const {

@@ -164,6 +164,20 @@ TEST_F(Store, AsyncSaveWritesInTheBackground) {
   EXPECT_FALSE(store.wait().has_value());
 }
 
+TEST_F(Store, AsyncSaveHandsItsBuffersBack) {
+  CheckpointStore store(dir_.path(), 0, comm_);
+  EXPECT_FALSE(store.take_spare().has_value());
+  ModelState s = ckpt_test::make_state(layout_, 5.0f);
+  const float* buffer = s.params.data();
+  store.save_async(layout_, model_, std::move(s), ckpt_test::make_progress(5));
+  ASSERT_TRUE(store.wait().has_value());
+  auto spare = store.take_spare();
+  ASSERT_TRUE(spare.has_value());
+  EXPECT_EQ(spare->params.data(), buffer);  // the same allocation, not a copy
+  EXPECT_EQ(spare->params.size(), layout_.total());
+  EXPECT_FALSE(store.take_spare().has_value());
+}
+
 TEST_F(Store, SyncSaveWaitsForThePendingAsyncSave) {
   CheckpointStore store(dir_.path(), 0, comm_);
   store.save_async(layout_, model_, ckpt_test::make_state(layout_, 1.0f),
