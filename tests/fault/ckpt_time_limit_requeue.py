@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Fault 2: the time-limit signal: the job saves, requeues itself through libslurm
-(slurm_requeue, no scontrol), restarts with SLURM_RESTART_COUNT=1, resumes and finishes with the
+(slurm_requeue; the ranks run with no scontrol on their PATH), restarts with SLURM_RESTART_COUNT=1, resumes and finishes with the
 state of an uninterrupted run.
 What is covered: the signal Slurm sends for `--signal=USR1@N` (USR1 to every task of the step)
 is sent with `scancel --signal=USR1 JOB`, and the `B:` form (USR1 to the batch shell only, which
@@ -31,8 +31,9 @@ for form in ("steps", "batch"):
     (d / form).mkdir()
     cmd = " ".join(f"'{a}'" for a in train_cmd(ck, STEPS, EXTRA + ["--log-json", log]))
     if form == "steps":  # --signal=USR1@N: every task gets it
+        # The ranks get an empty PATH: no scontrol to fall back on (as in many containers).
         script = f"#!/bin/bash\necho \"start: restart count ${{SLURM_RESTART_COUNT:-0}}\"\n" \
-                 f"exec srun --mpi=pmix -n 2 {cmd}\n"
+                 f"exec srun --mpi=pmix -n 2 --export=ALL,PATH=/nonexistent {cmd}\n"
     else:  # --signal=B:USR1@N: the batch shell gets it and forwards it
         script = f"""#!/bin/bash
 echo "start: restart count ${{SLURM_RESTART_COUNT:-0}}"
