@@ -98,7 +98,7 @@ prom = os.path.join(tmp, "metrics", "run.prom")
 os.makedirs(os.path.dirname(prom))
 log = os.path.join(tmp, "log.jsonl")
 out, err, seen = run(["mpirun", "-n", str(RANKS), train, "--data", data, *MODEL, "--steps", str(STEPS),
-                      "--metrics-file", prom, "--metrics-interval", "0.05", "--mem-alert", "0.00001",
+                      "--metrics-file", prom, "--metrics-interval", "0.01", "--mem-alert", "0.00001",
                       "--ckpt-dir", os.path.join(tmp, "ckpt"), "--ckpt-every", "8", "--log-json", log],
                      prom, watch=os.path.join(tmp, "metrics", "run.rank0.prom"))
 check(sorted(os.listdir(os.path.dirname(prom))) == ["run.rank0.prom", "run.rank1.prom"],
