@@ -33,7 +33,7 @@ for form in ("steps", "batch"):
     if form == "steps":  # --signal=USR1@N: every task gets it
         # The ranks get an empty PATH: no scontrol to fall back on (as in many containers).
         script = f"#!/bin/bash\necho \"start: restart count ${{SLURM_RESTART_COUNT:-0}}\"\n" \
-                 f"exec srun --mpi=pmix -n 2 --export=ALL,PATH=/nonexistent {cmd}\n"
+                 f"exec srun --mpi=pmix -n 2 /usr/bin/env PATH=/nonexistent {cmd}\n"
     else:  # --signal=B:USR1@N: the batch shell gets it and forwards it
         script = f"""#!/bin/bash
 echo "start: restart count ${{SLURM_RESTART_COUNT:-0}}"
