@@ -53,7 +53,7 @@ wait_for() { # seconds description command...
   shift 2
   until "$@"; do
     ((SECONDS < deadline)) || fail "timed out waiting for $what"
-    sleep 0.5
+    sleep 0.1
   done
 }
 log=$RUN/log.jsonl
@@ -71,12 +71,12 @@ running_with() { # resumes steps-since-start
 pause_ranks() { scancel --signal=STOP "$job.0"; }
 
 # (1) Preemption: a job in the "urgent" partition that needs the whole node.
-wait_for 90 "5 training steps" running_with 0 5
+wait_for 90 "2 training steps" running_with 0 2
 pause_ranks
 urgent=$(sbatch --parsable --partition=urgent -n 8 --gres=gpu:4 -o /dev/null --wrap 'sleep 1') ||
   fail "submitting the urgent job failed"
 echo "urgent job $urgent"
-wait_for 120 "the preempted job to resume (state $(job_state), restarts $(restarts))" running_with 1 3
+wait_for 120 "the preempted job to resume (state $(job_state), restarts $(restarts))" running_with 1 2
 
 # (2) What Slurm does 120 s before the time limit with --signal=B:USR1@120.
 pause_ranks
