@@ -15,6 +15,7 @@
 #include "checkpoint_format.hpp"
 #include "checkpoint_writer.hpp"
 #include "collective_error.hpp"
+#include "hdf5_handle.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/durable_file.hpp"
@@ -285,6 +286,13 @@ struct CheckpointStore::Impl {
 CheckpointStore::CheckpointStore(std::string dir, int keep, Communicator& comm)
     : impl_(std::make_unique<Impl>(std::move(dir), keep, comm)) {
   while (impl_->dir.size() > 1 && impl_->dir.back() == '/') impl_->dir.pop_back();
+  // HDF5 initialises itself (in parallel builds with MPI calls) on first use; that must happen
+  // here on the MPI thread, not on the background writer's.
+  {
+    std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+    h5::quiet_errors();
+    if (H5open() < 0) throw CheckpointError("checkpoint: the HDF5 library failed to initialise");
+  }
   // A file-size limit (ulimit -f) must fail the save with EFBIG, not kill the job with SIGXFSZ.
   struct sigaction sa {};
   if (sigaction(SIGXFSZ, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGXFSZ, SIG_IGN);
