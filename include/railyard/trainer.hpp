@@ -20,6 +20,7 @@
 namespace railyard {
 
 class Communicator;
+class SignalWatcher;
 
 using EngineFactory = std::function<std::unique_ptr<Engine>(const GptConfig&, const EngineOptions&,
                                                             Communicator&, uint64_t seed)>;
@@ -32,7 +33,11 @@ int agree_exit_code(Communicator& comm, int code, const std::string& message);
 
 class Trainer {
  public:
-  Trainer(TrainConfig cfg, Communicator& comm, EngineFactory make);
+  // `watcher`: the process's signal watcher (not owned), for a caller that keeps it installed
+  // beyond run() so that a signal arriving after the last step cannot kill a finished run;
+  // nullptr: run() installs one from cfg.signals for its own duration.
+  Trainer(TrainConfig cfg, Communicator& comm, EngineFactory make,
+          SignalWatcher* watcher = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -54,6 +59,7 @@ class Trainer {
   TrainConfig cfg_;
   Communicator& comm_;
   EngineFactory make_;
+  SignalWatcher* watcher_;
   std::vector<TrainObserver*> observers_;
   std::vector<double> losses_;
 };

@@ -33,9 +33,14 @@ int main(int argc, char** argv) {
   try {
     comm = &Communicator::world();
     std::vector<std::unique_ptr<TrainObserver>> observers;
+    // Installed until the process ends, deliberately never destroyed: a signal that arrives
+    // after the last step (while the ranks finish, or in MPI_Finalize at exit) must still meet
+    // the flag-only handler, not the default action that would kill a finished run.
+    static SignalWatcher* watcher = nullptr;
     int code = exit_code::kOk;
     std::string message;
     try {
+      watcher = new SignalWatcher(cfg.signals);
       if (comm->rank() == 0) {
         observers.push_back(std::make_unique<ProgressLog>(stdout, cfg.log_every));
         if (!cfg.log_json.empty()) observers.push_back(std::make_unique<JsonLog>(cfg.log_json));
@@ -49,7 +54,7 @@ int main(int argc, char** argv) {
     }
     code = agree_exit_code(*comm, code, message);
     if (code != exit_code::kOk) return code;
-    Trainer trainer(cfg, *comm, make_engine);
+    Trainer trainer(cfg, *comm, make_engine, watcher);
     for (auto& o : observers) trainer.add_observer(*o);
     return trainer.run();
   } catch (const std::exception& e) {

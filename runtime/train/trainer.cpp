@@ -105,7 +105,8 @@ struct Trainer::State {
   GptConfig model;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<DataLoader> loader, val_loader;
-  std::unique_ptr<SignalWatcher> watcher;
+  std::unique_ptr<SignalWatcher> own_watcher;  // when the caller gave none
+  SignalWatcher* watcher = nullptr;
   std::unique_ptr<CheckpointStore> store;
   LrSchedule schedule;
   AdamWParams hp;
@@ -117,8 +118,8 @@ struct Trainer::State {
   bool budget_warned = false;
 };
 
-Trainer::Trainer(TrainConfig cfg, Communicator& comm, EngineFactory make)
-    : cfg_(std::move(cfg)), comm_(comm), make_(std::move(make)) {}
+Trainer::Trainer(TrainConfig cfg, Communicator& comm, EngineFactory make, SignalWatcher* watcher)
+    : cfg_(std::move(cfg)), comm_(comm), make_(std::move(make)), watcher_(watcher) {}
 
 Trainer::~Trainer() = default;
 
@@ -151,7 +152,8 @@ int Trainer::run() {
   std::string resumed_from;
   try {
     // First, so that a preemption during a slow start is not fatal.
-    s.watcher = std::make_unique<SignalWatcher>(cfg_.signals);
+    if (watcher_ == nullptr) s.own_watcher = std::make_unique<SignalWatcher>(cfg_.signals);
+    s.watcher = watcher_ != nullptr ? watcher_ : s.own_watcher.get();
     const auto t_data = Clock::now();
     s.train = std::make_unique<TokenDataset>(cfg_.data);
     const int vocab = cfg_.vocab > 0 ? cfg_.vocab : s.train->vocab();
