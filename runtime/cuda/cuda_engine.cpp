@@ -440,8 +440,8 @@ void CudaEngine<T>::forward(int B, int Tn) {
     mm.linear_forward(dA_, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_);
     residual_layernorm_forward(a.resid_mid, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid, dA_, w(p.ln2w),
                                w(p.ln2b), N, C_, stream_);
-    mm.linear_forward(a.fc, a.ln2, w(p.fcw), w(p.fcb), N, C_, 4 * C_, dt, stream_);
-    gelu_forward(a.gelu, a.fc, size_t(N) * 4 * C_, stream_);
+    // GELU in the product's epilogue; the value before it (a.fc) is kept for backward.
+    mm.linear_forward(a.gelu, a.ln2, w(p.fcw), w(p.fcb), N, C_, 4 * C_, dt, stream_, a.fc);
     mm.linear_forward(dA_, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_);
     // The residual add feeds the next LayerNorm directly: the next layer's ln1, or lnf.
     if (l + 1 < L_) {
@@ -478,10 +478,10 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
       gelu_forward(a.gelu, a.fc, n4, stream_);
     }
     // MLP: dresid is the gradient of the layer's output.
-    mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_);
+    // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
+    mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
     mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, stream_);
     bias_grad(g(p.mpb), dresid_, N, C_, stream_);
-    gelu_backward(d4_, a.fc, n4, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, stream_);
     bias_grad(g(p.fcb), d4_, N, 4 * C_, stream_);

@@ -51,13 +51,6 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   float u = k * (x + 0.044715f * x * x * x);
   return 0.5f * x * (1.0f + tanhf(u));
 }
-__device__ __forceinline__ float gelu_tanh_grad(float x) {
-  const float k = 0.7978845608028654f;
-  float u = k * (x + 0.044715f * x * x * x);
-  float t = tanhf(u);
-  float du = k * (1.0f + 3.0f * 0.044715f * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-}
 
 }  // namespace railyard::cuda
 

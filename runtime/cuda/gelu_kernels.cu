@@ -19,19 +19,6 @@ __global__ void gelu_forward_kernel(T* out, const T* in, size_t packs) {
   }
 }
 
-template <typename T>
-__global__ void gelu_backward_kernel(T* d, const T* x, size_t packs) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs;
-       i += size_t(gridDim.x) * blockDim.x) {
-    Pack<T> g = load_pack(d + i * Pack<T>::kN), v = load_pack(x + i * Pack<T>::kN);
-#pragma unroll
-    for (int k = 0; k < Pack<T>::kN; ++k) {
-      g.v[k] = from_f<T>(to_f(g.v[k]) * gelu_tanh_grad(to_f(v.v[k])));
-    }
-    store_pack(d + i * Pack<T>::kN, g);
-  }
-}
-
 int blocks_for(size_t n) {
   size_t b = (n + 255) / 256;
   return static_cast<int>(b < 65536 ? b : 65536);
@@ -45,15 +32,7 @@ void gelu_forward(T* out, const T* in, size_t n, cudaStream_t stream) {
   RY_CUDA_LAUNCHED();
 }
 
-template <typename T>
-void gelu_backward(T* d, const T* x, size_t n, cudaStream_t stream) {
-  gelu_backward_kernel<<<blocks_for(n / Pack<T>::kN), 256, 0, stream>>>(d, x, n / Pack<T>::kN);
-  RY_CUDA_LAUNCHED();
-}
-
 template void gelu_forward<float>(float*, const float*, size_t, cudaStream_t);
 template void gelu_forward<bf16>(bf16*, const bf16*, size_t, cudaStream_t);
-template void gelu_backward<float>(float*, const float*, size_t, cudaStream_t);
-template void gelu_backward<bf16>(bf16*, const bf16*, size_t, cudaStream_t);
 
 }  // namespace railyard::cuda

@@ -1,5 +1,6 @@
 #pragma once
-// GPT-2's GELU (tanh approximation), elementwise. n must be a multiple of 8.
+// GPT-2's GELU (tanh approximation), elementwise, for --recompute (training fuses it into
+// the MLP products' epilogues). n must be a multiple of 8.
 
 #include <cuda_runtime.h>
 
@@ -9,8 +10,5 @@ namespace railyard::cuda {
 
 template <typename T>
 void gelu_forward(T* out, const T* in, size_t n, cudaStream_t stream);
-// d = d * gelu'(x), in place on d.
-template <typename T>
-void gelu_backward(T* d, const T* x, size_t n, cudaStream_t stream);
 
 }  // namespace railyard::cuda

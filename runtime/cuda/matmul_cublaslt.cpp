@@ -59,7 +59,7 @@ Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
           c.batch,
           c.bias != nullptr,
           c.beta != 0.0f,
-          0,
+          static_cast<int>(c.gelu),
           c.stride_a,
           c.stride_b,
           c.stride_d};
@@ -72,10 +72,26 @@ Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
   cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (c.bias != nullptr) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    RY_CUBLAS(
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (c.gelu == GeluEpilogue::kForward) {
+    if (c.bias == nullptr) throw std::logic_error("Matmul: the GELU forward epilogue needs a bias");
+    epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  } else if (c.gelu == GeluEpilogue::kBackward) {
+    if (c.bias != nullptr)
+      throw std::logic_error("Matmul: the GELU backward epilogue takes no bias");
+    epi = CUBLASLT_EPILOGUE_DGELU;
+  } else if (c.bias != nullptr) {
+    epi = CUBLASLT_EPILOGUE_BIAS;
+  }
+  RY_CUBLAS(
+      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (c.gelu != GeluEpilogue::kNone) {
+    int64_t ld = c.ldd;
+    RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                             sizeof(ld)));
+    // The heuristic reads the pointer for its alignment; each call sets the real one.
+    RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                             &c.aux, sizeof(c.aux)));
   }
   p->la = make_layout(c.ab_type, c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k, c.lda, c.batch,
                       c.stride_a);
@@ -115,6 +131,10 @@ void Matmul::gemm(const GemmCall& c, cudaStream_t stream) {
     RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias,
                                              sizeof(c.bias)));
   }
+  if (c.gelu != GeluEpilogue::kNone) {
+    RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                             &c.aux, sizeof(c.aux)));
+  }
   RY_CUBLAS(cublasLtMatmul(handle_, p.op, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, c.d, p.ld, c.d,
                            p.ld, &p.algo, workspace_.as<void>(), workspace_.bytes(), stream));
 }
@@ -122,7 +142,7 @@ void Matmul::gemm(const GemmCall& c, cudaStream_t stream) {
 // Row-major M[r, c] is column-major M^T with leading dimension c; each product below is the
 // transposed identity of the row-major one it computes.
 void Matmul::linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I,
-                            int O, cudaDataType_t t, cudaStream_t stream) {
+                            int O, cudaDataType_t t, cudaStream_t stream, void* gelu_pre) {
   GemmCall c;  // Y^T[O,N] = W[O,I] X^T[I,N]
   c.trans_a = true;
   c.m = O, c.n = N, c.k = I;
@@ -131,11 +151,16 @@ void Matmul::linear_forward(void* y, const void* x, const void* w, const void* b
   c.d = y, c.ldd = O;
   c.ab_type = t, c.d_type = t;
   c.bias = bias;
+  if (gelu_pre != nullptr) {
+    c.gelu = GeluEpilogue::kForward;
+    c.aux = gelu_pre;
+  }
   gemm(c, stream);
 }
 
 void Matmul::linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
-                                   cudaDataType_t t, bool accumulate, cudaStream_t stream) {
+                                   cudaDataType_t t, bool accumulate, cudaStream_t stream,
+                                   const void* gelu_pre) {
   GemmCall c;  // dX^T[I,N] = W^T[I,O] dY^T[O,N]
   c.m = I, c.n = N, c.k = O;
   c.a = w, c.lda = I;
@@ -143,6 +168,11 @@ void Matmul::linear_backward_input(void* dx, const void* dy, const void* w, int 
   c.d = dx, c.ldd = I;
   c.ab_type = t, c.d_type = t;
   c.beta = accumulate ? 1.0f : 0.0f;
+  if (gelu_pre != nullptr) {
+    if (accumulate) throw std::logic_error("Matmul: the GELU backward epilogue cannot accumulate");
+    c.gelu = GeluEpilogue::kBackward;
+    c.aux = gelu_pre;
+  }
   gemm(c, stream);
 }
 

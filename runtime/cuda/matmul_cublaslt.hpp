@@ -18,6 +18,10 @@ namespace railyard::cuda {
 
 // One column-major product D = alpha * op(A) op(B) + beta * D, optionally batched with
 // strides, with an optional bias (length m, D's type) added in the epilogue.
+// GPT-2's GELU (the tanh form) in the epilogue: forward writes GELU(x) to D and x to `aux`;
+// backward multiplies the product by GELU'(aux).
+enum class GeluEpilogue { kNone, kForward, kBackward };
+
 struct GemmCall {
   bool trans_a = false, trans_b = false;
   int m = 0, n = 0, k = 0;
@@ -31,6 +35,8 @@ struct GemmCall {
   cudaDataType_t d_type = CUDA_R_32F;
   float alpha = 1.0f, beta = 0.0f;
   const void* bias = nullptr;
+  GeluEpilogue gelu = GeluEpilogue::kNone;
+  const void* aux = nullptr;  // the GELU input, laid out as D (leading dimension ldd)
   int batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_d = 0;
 };
@@ -44,12 +50,15 @@ class Matmul {
 
   void gemm(const GemmCall& c, cudaStream_t stream);
 
-  // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]); X, W, Y, bias of type `t`.
+  // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]); X, W, Y, bias of type `t`. With gelu_pre, Y is
+  // GELU of that and gelu_pre [N,O] receives the value before GELU (bias required).
   void linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I, int O,
-                      cudaDataType_t t, cudaStream_t stream);
-  // dX[N,I] (= or +=, per `accumulate`) dY[N,O] W[O,I].
+                      cudaDataType_t t, cudaStream_t stream, void* gelu_pre = nullptr);
+  // dX[N,I] (= or +=, per `accumulate`) dY[N,O] W[O,I]. With gelu_pre (the forward's value
+  // before GELU, [N,I]), dX is multiplied by GELU'(gelu_pre); not with accumulate.
   void linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
-                             cudaDataType_t t, bool accumulate, cudaStream_t stream);
+                             cudaDataType_t t, bool accumulate, cudaStream_t stream,
+                             const void* gelu_pre = nullptr);
   // dW[O,I] (fp32) += dY[N,O]^T X[N,I].
   void linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
                               cudaDataType_t t, cudaStream_t stream);
