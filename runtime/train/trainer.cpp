@@ -340,7 +340,8 @@ int Trainer::run() {
   auto save_async = [&]() {
     collect_background(-1);
     auto t0 = Clock::now();
-    ModelState st;
+    // The previous snapshot's buffers, so the stall is a copy, not fresh pages faulted in.
+    ModelState st = s.store->take_spare().value_or(ModelState{});
     s.engine->save_state(st);
     try {
       s.store->save_async(layout, g, std::move(st), snapshot_progress());
