@@ -325,7 +325,7 @@ int Trainer::run() {
     return comm_.allreduce_max(saved_it ? 1 : 0) != 0;
   };
   auto save_sync = [&](const std::string& reason) {
-    ModelState st;
+    ModelState st = s.store->take_spare().value_or(ModelState{});  // see save_async
     s.engine->save_state(st);
     SaveResult r = s.store->save(layout, g, st, snapshot_progress());
     s.last_save = Clock::now();
