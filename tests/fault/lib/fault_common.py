@@ -192,6 +192,13 @@ def slurm_env():
     if subprocess.run(["sinfo", "-h"], env=env, capture_output=True).returncode != 0:
         print("skip: the local Slurm cluster does not answer", file=sys.stderr)
         sys.exit(77)
+    # Open MPI names its shared-memory files after the PMIx job id, which is the Slurm job id:
+    # other local clusters on the same machine (numbering their jobs from 1 too) would collide
+    # in /dev/shm and /tmp. Private directories keep the ranks of different clusters apart.
+    for var, sub in (("TMPDIR", "tmp"), ("OMPI_MCA_btl_vader_backing_directory", "shm")):
+        path = TMP / sub
+        path.mkdir(parents=True, exist_ok=True)
+        env[var] = str(path)
     return env
 
 
