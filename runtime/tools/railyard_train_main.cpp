@@ -29,18 +29,23 @@ int main(int argc, char** argv) {
     std::fputs(train_config_help().c_str(), stdout);
     return exit_code::kOk;
   }
+  // Installed before MPI starts and until the process ends, deliberately never destroyed: a
+  // signal that arrives while MPI starts, after the last step, or in MPI_Finalize at exit must
+  // meet the flag-only handler, not the default action that would kill the run.
+  static SignalWatcher* watcher = nullptr;
+  try {
+    watcher = new SignalWatcher(cfg.signals);
+  } catch (const std::invalid_argument& e) {
+    if (launcher_rank() == 0) std::fprintf(stderr, "railyard-train: --signals: %s\n", e.what());
+    return exit_code::kUsage;
+  }
   Communicator* comm = nullptr;
   try {
     comm = &Communicator::world();
     std::vector<std::unique_ptr<TrainObserver>> observers;
-    // Installed until the process ends, deliberately never destroyed: a signal that arrives
-    // after the last step (while the ranks finish, or in MPI_Finalize at exit) must still meet
-    // the flag-only handler, not the default action that would kill a finished run.
-    static SignalWatcher* watcher = nullptr;
     int code = exit_code::kOk;
     std::string message;
     try {
-      watcher = new SignalWatcher(cfg.signals);
       if (comm->rank() == 0) {
         observers.push_back(std::make_unique<ProgressLog>(stdout, cfg.log_every));
         if (!cfg.log_json.empty()) observers.push_back(std::make_unique<JsonLog>(cfg.log_json));
