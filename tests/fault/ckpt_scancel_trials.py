@@ -2,19 +2,22 @@
 """Fault 3: `scancel --signal=USR1` and `scancel --signal=TERM` of a 2-rank srun --mpi=pmix job
 at random steps, 20 trials, each resuming from the previous trial's checkpoint: every trial
 exits 3 (saved, stopped) with a complete checkpoint of the step it stopped at; the run then
-finishes with the state of an uninterrupted run, bit for bit. USR1 is mapped to a plain stop
+finishes with the state of an uninterrupted run, bit for bit. The ranks are held (SIGSTOP) while
+scancel delivers the signal, so it lands near the chosen step. USR1 is mapped to a plain stop
 (--requeue off): an srun job is not a batch job Slurm could requeue."""
 import os
+import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
 from fault_common import (check, checkpoints, fail, fresh_dir, json_log, last_step, newest, rng,
-                          same_state, scancel, slurm_env, train_cmd, verify, wait_for)
+                          same_state, scancel, slurm_env, slurm_rank_pids, train_cmd, verify,
+                          wait_for)
 
 TRIALS = 20
-STEPS = 600
-EXTRA = ["--requeue", "off", "--ckpt-every", 100]
+STEPS = 3000
+EXTRA = ["--requeue", "off", "--ckpt-every", 500]
 env = slurm_env()
 env["OPENBLAS_NUM_THREADS"] = "1"
 d = fresh_dir("scancel_trials")
@@ -37,8 +40,23 @@ for i in range(TRIALS):
     p = subprocess.Popen(srun([], log), env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     target = start + rng.randint(1, 25)
+    job = wait_for(lambda: subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], env=env,
+                                          capture_output=True, text=True).stdout.split(), 60,
+                   "the job id")[0]
+    pids = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(slurm_rank_pids(job)), 60,
+                    "two ranks")
     wait_for(lambda: last_step(log) >= target or p.poll() is not None, 60, f"step {target}")
-    scancel(env, f"--signal={sig}", "--name", name)
+    # Hold the ranks while the signal is on its way, so it lands near the chosen step however
+    # fast the machine (Slurm's signal to a stopped task waits for it, SIGCONT releases it).
+    for how in (signal.SIGSTOP, None, signal.SIGCONT):
+        if how is None:
+            scancel(env, f"--signal={sig}", "--name", name)
+            continue
+        for pid in pids:
+            try:
+                os.kill(pid, how)
+            except ProcessLookupError:
+                pass  # that rank already finished
     out, _ = p.communicate(timeout=60)
     if p.returncode == 0:
         print(f"trial {i}: finished before the signal arrived", flush=True)
