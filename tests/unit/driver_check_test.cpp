@@ -1,6 +1,7 @@
 #include "railyard/driver_check.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -77,7 +78,7 @@ TEST(ProcVersion, FindsTheVersionInBothModuleFlavours) {
 }
 
 std::string write_file(const std::string& name, const std::string& content) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = ::testing::TempDir() + "/" + name + "-" + std::to_string(::getpid());
   std::ofstream(path) << content;
   return path;
 }

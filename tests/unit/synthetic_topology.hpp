@@ -3,6 +3,7 @@
 // sockets, PCIe host bridges, switches and devices, and the nodes the tests share.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -92,10 +93,12 @@ class SyntheticNode {
     return out;
   }
 
-  // Writes the XML to a fresh file in the test's temporary directory; returns its path.
+  // Writes the XML to a fresh file in the test's temporary directory; returns its path. The pid
+  // keeps test processes running side by side (ctest -j, sanitizer builds) off each other's files.
   std::string write(const std::string& stem) {
-    const std::string path =
-        ::testing::TempDir() + "/railyard-" + stem + "-" + std::to_string(counter()++) + ".xml";
+    const std::string path = ::testing::TempDir() + "/railyard-" + stem + "-" +
+                             std::to_string(::getpid()) + "-" + std::to_string(counter()++) +
+                             ".xml";
     std::ofstream(path) << xml();
     return path;
   }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <hwloc.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -138,7 +139,8 @@ TEST(Topology, ReadsHwlocOneXml) {
   hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_ALL);
   ASSERT_EQ(hwloc_topology_set_xml(topo, v2.c_str()), 0);
   ASSERT_EQ(hwloc_topology_load(topo), 0);
-  const std::string v1 = ::testing::TempDir() + "/railyard-dgx-v1.xml";
+  const std::string v1 =
+      ::testing::TempDir() + "/railyard-dgx-v1-" + std::to_string(::getpid()) + ".xml";
   ASSERT_EQ(hwloc_topology_export_xml(topo, v1.c_str(), HWLOC_TOPOLOGY_EXPORT_XML_FLAG_V1), 0);
   hwloc_topology_destroy(topo);
 
@@ -163,7 +165,8 @@ TEST(Topology, MissingFileIsNamed) {
 }
 
 TEST(Topology, MalformedFileIsNamed) {
-  const std::string path = ::testing::TempDir() + "/railyard-garbage.xml";
+  const std::string path =
+      ::testing::TempDir() + "/railyard-garbage-" + std::to_string(::getpid()) + ".xml";
   std::ofstream(path) << "this is not xml";
   try {
     load_topology_xml(path);
