@@ -25,8 +25,8 @@ ck = d / "ckpt"
 name = f"railyard-fault-{os.getpid()}"
 
 
-def srun(args, log):
-    return ["srun", "--mpi=pmix", "-n", "2", "-J", name, "--kill-on-bad-exit=1",
+def srun(args, log, job_name=name):
+    return ["srun", "--mpi=pmix", "-n", "2", "-J", job_name, "--kill-on-bad-exit=1",
             *train_cmd(ck, STEPS, EXTRA + args + ["--log-json", log])]
 
 
@@ -37,10 +37,11 @@ for i in range(TRIALS):
     start = max(checkpoints(ck), default=0)
     if start >= STEPS:
         break
-    p = subprocess.Popen(srun([], log), env=env, stdout=subprocess.PIPE,
+    trial_name = f"{name}-{i}"  # a finished trial's job may still be listed under its name
+    p = subprocess.Popen(srun([], log, trial_name), env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     target = start + rng.randint(1, 25)
-    job = wait_for(lambda: subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], env=env,
+    job = wait_for(lambda: subprocess.run(["squeue", "-h", "-n", trial_name, "-o", "%i"], env=env,
                                           capture_output=True, text=True).stdout.split(), 60,
                    "the job id")[0]
     pids = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(slurm_rank_pids(job)), 60,
@@ -50,7 +51,7 @@ for i in range(TRIALS):
     # fast the machine (Slurm's signal to a stopped task waits for it, SIGCONT releases it).
     for how in (signal.SIGSTOP, None, signal.SIGCONT):
         if how is None:
-            scancel(env, f"--signal={sig}", "--name", name)
+            scancel(env, f"--signal={sig}", job)
             continue
         for pid in pids:
             try:
