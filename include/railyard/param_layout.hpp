@@ -15,7 +15,7 @@ struct TensorSpec {
   std::vector<int64_t> shape;  // row-major
   size_t offset = 0;           // in elements, into the flat buffer
   size_t numel = 0;
-  bool decay = true;           // AdamW weight decay applies (not to biases or LayerNorm)
+  bool decay = true;  // AdamW weight decay applies (not to biases or LayerNorm)
 };
 
 class ParamLayout {

@@ -8,9 +8,9 @@
 namespace railyard {
 
 struct StepEvent {
-  int64_t step = 0;         // optimizer steps completed, after this one
+  int64_t step = 0;  // optimizer steps completed, after this one
   int64_t total_steps = 0;
-  double loss = 0;          // mean over ranks and micro-steps
+  double loss = 0;  // mean over ranks and micro-steps
   double lr = 0;
   double grad_norm = 0;     // before clipping
   double step_seconds = 0;  // wall time of this step
@@ -28,10 +28,10 @@ struct CheckpointEvent {
   int64_t step = 0;
   std::string path;
   uint64_t bytes = 0;
-  double seconds = 0;      // until durable
+  double seconds = 0;        // until durable
   double stall_seconds = 0;  // training time lost to it (the snapshot only, for async saves)
   bool async = false;
-  std::string reason;      // "periodic", "signal", "final"
+  std::string reason;  // "periodic", "signal", "final"
 };
 
 struct RunEvent {
