@@ -18,22 +18,8 @@ fail() {
 }
 examples=$RAILYARD_SOURCE_DIR/examples
 
-plugstack=$RAILYARD_CLUSTER_DIR/etc/plugstack.conf
-with_plugin=0
-if grep -q spank_railyard.so "$plugstack" 2>/dev/null; then
-  with_plugin=1
-  source "$(dirname "$0")/lib/plugin_test_lib.bash"
-  # shellcheck disable=SC2034 # read by plugin_test_lib.bash
-  scratch=$tmp ncpu=$(nproc)
-  cp "$plugstack" "$tmp/plugstack.conf.orig"
-  trap 'cp "$tmp/plugstack.conf.orig" "$plugstack"' EXIT
-  write_dgx_like_xml "$tmp/topo.xml"
-  "$RAILYARD_SOURCE_DIR/slurm/local-cluster" set-plugstack --state-dir "$RAILYARD_CLUSTER_DIR" \
-    "topology=$tmp/topo.xml" >/dev/null
-fi
-
-printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 300) >"$tmp/fox.txt"
-"$tools/railyard-data" text "$tmp/fox.txt" -o "$tmp/fox.h5" >/dev/null
+source "$(dirname "$0")/lib/example_fixture.bash"
+example_fixture
 # The scripts keep their runs under $HOME/runs.
 export HOME=$tmp/home PATH=$tools:$RAILYARD_BUILD_DIR/plugin:$PATH DATA=$tmp/fox.h5 VAL_DATA=$tmp/fox.h5 STEPS=6 VAL_EVERY=3
 export MODEL="--layers 2 --dim 32 --heads 2 --seq 32 --batch 2 --device cpu --log-every 1"

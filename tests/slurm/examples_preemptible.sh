@@ -23,21 +23,8 @@ fail() {
   exit 1
 }
 
-# The plugin, where the cluster loads it, needs a topology with GPUs for --gpus steps.
-plugstack=$RAILYARD_CLUSTER_DIR/etc/plugstack.conf
-if grep -q spank_railyard.so "$plugstack" 2>/dev/null; then
-  source "$(dirname "$0")/lib/plugin_test_lib.bash"
-  # shellcheck disable=SC2034 # read by plugin_test_lib.bash
-  scratch=$tmp ncpu=$(nproc)
-  cp "$plugstack" "$tmp/plugstack.conf.orig"
-  trap 'cp "$tmp/plugstack.conf.orig" "$plugstack"' EXIT
-  write_dgx_like_xml "$tmp/topo.xml"
-  "$RAILYARD_SOURCE_DIR/slurm/local-cluster" set-plugstack --state-dir "$RAILYARD_CLUSTER_DIR" \
-    "topology=$tmp/topo.xml" >/dev/null
-fi
-
-printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 300) >"$tmp/fox.txt"
-"$tools/railyard-data" text "$tmp/fox.txt" -o "$tmp/fox.h5" >/dev/null
+source "$(dirname "$0")/lib/example_fixture.bash"
+example_fixture
 
 # The script's own #SBATCH lines ask for a site's partition and 4 GPUs of 8 cores each; the
 # command line fits them to the local cluster ("batch" is preemptible there), as a user would.
