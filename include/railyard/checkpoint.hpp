@@ -13,6 +13,7 @@
 
 #include "railyard/gpt_config.hpp"
 #include "railyard/param_layout.hpp"
+#include "railyard/state_snapshot.hpp"
 #include "railyard/train_state.hpp"
 
 namespace railyard {
@@ -73,11 +74,21 @@ class CheckpointStore {
   // shard [shard_begin, shard_end) (the shards partitioning the layout in rank order).
   SaveResult save(const ParamLayout& layout, const GptConfig& model, const ModelState& state,
                   const TrainProgress& progress);
+  // The same from a snapshot (state_snapshot.hpp), streamed to the file through pinned
+  // staging buffers (a device snapshot is never copied to host memory whole). A ZeRO shard is
+  // first copied to the host and gathered, as above.
+  SaveResult save(const ParamLayout& layout, const GptConfig& model, StateSnapshot& snapshot,
+                  const TrainProgress& progress);
   // Collective: gathers the state to the writing rank now, writes it on a background thread
   // of rank 0 (the caller is blocked only for the gather). A previous background save is waited
   // for first (like wait(), rethrowing its error).
   void save_async(const ParamLayout& layout, const GptConfig& model, ModelState state,
                   TrainProgress progress);
+  // The same from a snapshot, which the writer thread streams to the file; the caller is not
+  // blocked for any copy. Rank 0 keeps `snapshot` until the save is waited for; the other ranks
+  // release it at once. A ZeRO shard is copied to the host and gathered now (slower).
+  void save_async(const ParamLayout& layout, const GptConfig& model,
+                  std::shared_ptr<StateSnapshot> snapshot, TrainProgress progress);
   // Collective: waits for the background save; on every rank returns its result (if one ran)
   // or throws its CheckpointError.
   std::optional<SaveResult> wait();

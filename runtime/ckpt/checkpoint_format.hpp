@@ -2,6 +2,7 @@
 // Names and constants of the checkpoint file (docs/checkpoint-format.md), shared by the writer,
 // the reader and the store.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +15,8 @@ namespace railyard::ckpt_format {
 constexpr int64_t kVersion = 1;
 constexpr const char* kChecksumAttr = "xxh3_64";
 constexpr const char* kMetaChecksumAttr = "meta_xxh3_64";
+// The groups of the three flat arrays, in StateArray order: params, Adam m, Adam v.
+constexpr std::array<const char*, 3> kTensorGroups = {"params", "adam/m", "adam/v"};
 
 // What the root and /model attributes hold, besides the datasets.
 struct Meta {

@@ -19,6 +19,8 @@
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/durable_file.hpp"
+#include "railyard/state_snapshot.hpp"
+#include "streamed_checkpoint.hpp"
 
 namespace railyard {
 namespace {
@@ -208,6 +210,7 @@ struct CheckpointStore::Impl {
   // The snapshot of the background save (rank 0, owned here while the writer reads it) and, once
   // no save needs it, its buffers for take_spare().
   std::unique_ptr<ModelState> in_flight;
+  std::shared_ptr<StateSnapshot> in_flight_snapshot;  // what the writer reads (rank 0)
   std::optional<ModelState> spare;
   std::atomic<double> rate{0};  // set by the background writer, read by the caller
 
@@ -252,13 +255,14 @@ struct CheckpointStore::Impl {
     return r;
   }
 
-  // Rank 0 alone writes the whole state (sync on the caller's thread or async on the writer's).
+  // Rank 0 alone writes the whole state (sync on the caller's thread or async on the writer's),
+  // streamed from the snapshot (streamed_checkpoint.hpp).
   SaveResult write_whole(const ParamLayout& layout, const ckpt_format::Meta& meta,
-                         const WriteSlice& slice, double t_start) {
+                         StateSnapshot& snap, double t_start) {
     const double t_write = now_mono();
     const std::string tmp = prepare(meta.progress.step, estimate_bytes(layout, meta.progress));
     try {
-      write_checkpoint_file(tmp, layout, meta, slice);
+      write_checkpoint_streamed(tmp, layout, meta, snap);
       return finish(tmp, meta.progress.step, t_start, t_write);
     } catch (...) {
       try {
@@ -269,6 +273,10 @@ struct CheckpointStore::Impl {
       throw;
     }
   }
+
+  // Rank 0: writes in_flight_snapshot on the background thread.
+  void start_background(const ParamLayout& layout, const GptConfig& model, TrainProgress progress,
+                        double t_start, const std::string& context);
 
   // Every rank learns rank 0's outcome.
   SaveResult share_result(const std::string& error, SaveResult r) {
@@ -380,19 +388,53 @@ SaveResult CheckpointStore::save(const ParamLayout& layout, const GptConfig& mod
 #endif
   try {
     // Replicated state is written by rank 0 as it is; shards are gathered to rank 0 first.
-    std::vector<float> m_full, v_full;
-    WriteSlice slice{state.params.data(), state.m.data(), state.v.data(), 0, layout.total()};
+    ModelState gathered;
     if (!ranges.replicated) {
-      gather_to_root(s.comm, ranges, state.m, m_full, layout.total());
-      gather_to_root(s.comm, ranges, state.v, v_full, layout.total());
-      slice.m = m_full.data();
-      slice.v = v_full.data();
+      gather_to_root(s.comm, ranges, state.m, gathered.m, layout.total());
+      gather_to_root(s.comm, ranges, state.v, gathered.v, layout.total());
+      gathered.shard_end = layout.total();
     }
     std::string error;
     SaveResult r;
     if (s.comm.rank() == 0) {
       try {
-        r = s.write_whole(layout, meta, slice, t_start);
+        HostStateSnapshot snap(state, ranges.replicated ? state : gathered);
+        r = s.write_whole(layout, meta, snap, t_start);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    return s.share_result(error, r);
+  } catch (const std::exception& e) {
+    throw CheckpointError(context + e.what());
+  }
+}
+
+SaveResult CheckpointStore::save(const ParamLayout& layout, const GptConfig& model,
+                                 StateSnapshot& snapshot, const TrainProgress& progress) {
+  if (snapshot.shard_begin() != 0 || snapshot.shard_end() != snapshot.total()) {
+    return save(layout, model, materialize(snapshot), progress);  // ZeRO shards: gathered
+  }
+  Impl& s = *impl_;
+  const double t_start = now_mono();
+  try {
+    wait();
+  } catch (const CheckpointError& e) {
+    if (s.comm.rank() == 0) std::fprintf(stderr, "railyard: %s\n", e.what());
+  }
+  const std::string context =
+      "checkpoint of step " + std::to_string(progress.step) + " in " + s.dir + " failed: ";
+  std::string error = snapshot.total() == layout.total()
+                          ? ""
+                          : "the snapshot holds " + std::to_string(snapshot.total()) +
+                                " parameters, the layout " + std::to_string(layout.total());
+  try {
+    raise_if_any(&s.comm, error);
+    SaveResult r;
+    if (s.comm.rank() == 0) {
+      try {
+        const ckpt_format::Meta meta{model, progress, snapshot.adam_step(), now_unix()};
+        r = s.write_whole(layout, meta, snapshot, t_start);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -434,13 +476,47 @@ void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& mod
     return;
   }
   s.in_flight = std::make_unique<ModelState>(std::move(state));
+  s.in_flight_snapshot = std::make_shared<HostStateSnapshot>(*s.in_flight);
+  s.start_background(layout, model, std::move(progress), t_start, context);
+}
+
+void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& model,
+                                 std::shared_ptr<StateSnapshot> snapshot, TrainProgress progress) {
+  Impl& s = *impl_;
+  const double t_start = now_mono();
+  if (snapshot->shard_begin() != 0 || snapshot->shard_end() != snapshot->total()) {
+    // ZeRO shards are gathered on the caller's thread (MPI_THREAD_FUNNELED), from host copies.
+    save_async(layout, model, materialize(*snapshot), std::move(progress));
+    return;
+  }
+  wait();
+  const std::string context = "background checkpoint of step " + std::to_string(progress.step) +
+                              " in " + s.dir + " failed: ";
+  try {
+    raise_if_any(&s.comm, snapshot->total() == layout.total()
+                              ? ""
+                              : "the snapshot holds " + std::to_string(snapshot->total()) +
+                                    " parameters, the layout " + std::to_string(layout.total()));
+  } catch (const std::exception& e) {
+    throw CheckpointError(context + e.what());
+  }
+  s.async_pending = true;
+  s.spare.reset();
+  if (s.comm.rank() != 0) return;  // only rank 0 writes; the snapshot is released here
+  s.in_flight_snapshot = std::move(snapshot);
+  s.start_background(layout, model, std::move(progress), t_start, context);
+}
+
+void CheckpointStore::Impl::start_background(const ParamLayout& layout, const GptConfig& model,
+                                             TrainProgress progress, double t_start,
+                                             const std::string& context) {
+  Impl& s = *this;
+  const int64_t adam_step = in_flight_snapshot->adam_step();
   auto job = [&s, layout,
-              meta =
-                  ckpt_format::Meta{model, std::move(progress), s.in_flight->adam_step, now_unix()},
-              st = s.in_flight.get(), t_start, context]() {
+              meta = ckpt_format::Meta{model, std::move(progress), adam_step, now_unix()},
+              snap = in_flight_snapshot.get(), t_start, context]() {
     try {
-      const WriteSlice slice{st->params.data(), st->m.data(), st->v.data(), 0, layout.total()};
-      return s.write_whole(layout, meta, slice, t_start);
+      return s.write_whole(layout, meta, *snap, t_start);
     } catch (const std::exception& e) {
       throw CheckpointError(context + e.what());
     }
@@ -460,6 +536,7 @@ std::optional<SaveResult> CheckpointStore::wait() {
     } catch (const std::exception& e) {
       error = e.what();
     }
+    s.in_flight_snapshot.reset();  // before the state it may refer to
     if (s.in_flight) s.spare = std::move(*s.in_flight);
     s.in_flight.reset();
   }

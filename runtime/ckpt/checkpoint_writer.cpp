@@ -6,6 +6,7 @@
 
 #include "collective_error.hpp"
 #include "dataset_checksum.hpp"
+#include "direct_file.hpp"
 #include "hdf5_handle.hpp"
 #include "railyard/communicator.hpp"
 
@@ -15,6 +16,10 @@ namespace {
 using h5::check;
 using h5::Id;
 
+// Datasets of at least this many bytes are aligned for O_DIRECT; smaller ones pack tightly.
+constexpr hsize_t kAlignThreshold = 64 * 1024;
+
+#if RAILYARD_PARALLEL_HDF5
 struct Block {
   std::vector<hsize_t> start, count;
 };
@@ -79,6 +84,8 @@ void select_range(hid_t space, const std::vector<hsize_t>& shape, hsize_t a, hsi
   }
 }
 
+#endif
+
 // Runs the phases of a write. Alone, an error throws at once; collectively, every rank finishes
 // the phase, then all learn whether any failed and throw together, so no rank is left waiting
 // in a collective HDF5 call that the others abandoned.
@@ -104,6 +111,7 @@ class Team {
   Communicator* comm_;
 };
 
+#if RAILYARD_PARALLEL_HDF5
 struct Arrays {
   const char* group;
   const float* base;  // element `begin` of this process's range
@@ -157,6 +165,8 @@ std::vector<uint64_t> tensor_digests(Team& team, const ParamLayout& layout, cons
   return digests;
 }
 
+#endif
+
 Id make_group(hid_t parent, const char* name) {
   Id gcpl = h5::check_plist(H5Pcreate(H5P_GROUP_CREATE), "H5Pcreate(group)");
   // Tensors are listed in model order (h5py's keys() and our reader follow creation order).
@@ -184,6 +194,42 @@ void write_small(Team& team, hid_t file, hid_t xfer, const char* name, hid_t fil
   h5::write_attr_u64(dset.get(), ckpt_format::kChecksumAttr, xxh3_64(data, n * elem_bytes));
 }
 
+// Root attributes, /model, the small datasets and the (empty) tensor groups.
+void write_metadata(Team& team, hid_t f, hid_t xfer, const ckpt_format::Meta& meta) {
+  const TrainProgress& p = meta.progress;
+  h5::write_attr_i64(f, "format_version", ckpt_format::kVersion);
+  h5::write_attr_i64(f, "step", p.step);
+  h5::write_attr_i64(f, "tokens_seen", p.tokens_seen);
+  h5::write_attr_f64(f, "lr", p.lr);
+  h5::write_attr_i64(f, "adam_step", meta.adam_step);
+  h5::write_attr_i64(f, "world_size", p.world_size);
+  h5::write_attr_u64(f, "loader_seed", p.loader.seed);
+  h5::write_attr_u64(f, "loader_epoch", p.loader.epoch);
+  h5::write_attr_u64(f, "loader_cursor", p.loader.cursor);
+  h5::write_attr_f64(f, "created_unix", meta.created_unix);
+  h5::write_attr_str(f, "created", ckpt_format::iso_time(meta.created_unix));
+  h5::write_attr_u64(f, ckpt_format::kMetaChecksumAttr,
+                     ckpt_format::meta_checksum(meta, ckpt_format::kVersion));
+  Id model = h5::check_group(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                             "creating group model");
+  h5::write_attr_i64(model.get(), "vocab", meta.model.vocab);
+  h5::write_attr_i64(model.get(), "padded_vocab", meta.model.padded_vocab);
+  h5::write_attr_i64(model.get(), "max_seq", meta.model.max_seq);
+  h5::write_attr_i64(model.get(), "layers", meta.model.layers);
+  h5::write_attr_i64(model.get(), "heads", meta.model.heads);
+  h5::write_attr_i64(model.get(), "dim", meta.model.dim);
+  write_small(team, f, xfer, "config_json", H5T_STD_U8LE, H5T_NATIVE_UINT8, p.config_json.data(),
+              p.config_json.size(), 1);
+  write_small(team, f, xfer, "rng_state", H5T_STD_U64LE, H5T_NATIVE_UINT64, p.rng_state.data(),
+              p.rng_state.size(), 8);
+  make_group(f, "params");
+  Id adam = h5::check_group(H5Gcreate2(f, "adam", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                            "creating group adam");
+  make_group(adam.get(), "m");
+  make_group(adam.get(), "v");
+}
+
+#if RAILYARD_PARALLEL_HDF5
 void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format::Meta& meta,
                const WriteSlice& s) {
   Id xfer = h5::check_plist(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(xfer)");
@@ -193,39 +239,7 @@ void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format
   }
 #endif
   const hid_t f = file.get();
-  const TrainProgress& p = meta.progress;
-  team.phase([&] {
-    h5::write_attr_i64(f, "format_version", ckpt_format::kVersion);
-    h5::write_attr_i64(f, "step", p.step);
-    h5::write_attr_i64(f, "tokens_seen", p.tokens_seen);
-    h5::write_attr_f64(f, "lr", p.lr);
-    h5::write_attr_i64(f, "adam_step", meta.adam_step);
-    h5::write_attr_i64(f, "world_size", p.world_size);
-    h5::write_attr_u64(f, "loader_seed", p.loader.seed);
-    h5::write_attr_u64(f, "loader_epoch", p.loader.epoch);
-    h5::write_attr_u64(f, "loader_cursor", p.loader.cursor);
-    h5::write_attr_f64(f, "created_unix", meta.created_unix);
-    h5::write_attr_str(f, "created", ckpt_format::iso_time(meta.created_unix));
-    h5::write_attr_u64(f, ckpt_format::kMetaChecksumAttr,
-                       ckpt_format::meta_checksum(meta, ckpt_format::kVersion));
-    Id model = h5::check_group(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                               "creating group model");
-    h5::write_attr_i64(model.get(), "vocab", meta.model.vocab);
-    h5::write_attr_i64(model.get(), "padded_vocab", meta.model.padded_vocab);
-    h5::write_attr_i64(model.get(), "max_seq", meta.model.max_seq);
-    h5::write_attr_i64(model.get(), "layers", meta.model.layers);
-    h5::write_attr_i64(model.get(), "heads", meta.model.heads);
-    h5::write_attr_i64(model.get(), "dim", meta.model.dim);
-    write_small(team, f, xfer.get(), "config_json", H5T_STD_U8LE, H5T_NATIVE_UINT8,
-                p.config_json.data(), p.config_json.size(), 1);
-    write_small(team, f, xfer.get(), "rng_state", H5T_STD_U64LE, H5T_NATIVE_UINT64,
-                p.rng_state.data(), p.rng_state.size(), 8);
-    make_group(f, "params");
-    Id adam = h5::check_group(H5Gcreate2(f, "adam", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                              "creating group adam");
-    make_group(adam.get(), "m");
-    make_group(adam.get(), "v");
-  });
+  team.phase([&] { write_metadata(team, f, xfer.get(), meta); });
 
   Id dcpl = h5::check_plist(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate(dcpl)");
   // Every element is written, so HDF5 need not write fill values first.
@@ -270,20 +284,9 @@ void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format
   team.phase([&] { check(file.close(), "closing (flushing) the checkpoint file"); });
 }
 
-}  // namespace
+#endif
 
-void write_checkpoint_file(const std::string& path, const ParamLayout& layout,
-                           const ckpt_format::Meta& meta, const WriteSlice& slice) {
-  if (slice.begin != 0 || slice.end < layout.total()) {
-    throw std::logic_error("write_checkpoint_file: the slice must cover the whole state");
-  }
-  std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
-  h5::quiet_errors();
-  Id file = h5::check_file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                           "cannot create HDF5 file " + path);
-  Team team(nullptr);
-  write_all(team, std::move(file), layout, meta, slice);
-}
+}  // namespace
 
 #if RAILYARD_PARALLEL_HDF5
 void write_checkpoint_collective(Communicator& comm, const std::string& path,
@@ -302,5 +305,65 @@ void write_checkpoint_collective(Communicator& comm, const std::string& path,
   write_all(team, std::move(file), layout, meta, slice);
 }
 #endif
+
+TensorOffsets write_checkpoint_skeleton(const std::string& path, const ParamLayout& layout,
+                                        const ckpt_format::Meta& meta) {
+  std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  Id fapl = h5::check_plist(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate(fapl)");
+  // Large datasets start on a 4096-byte boundary, so their bytes can be written with O_DIRECT.
+  check(H5Pset_alignment(fapl.get(), kAlignThreshold, DirectFile::kAlign), "H5Pset_alignment");
+  Id file = h5::check_file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()),
+                           "cannot create HDF5 file " + path);
+  const hid_t f = file.get();
+  Team team(nullptr);
+  write_metadata(team, f, H5P_DEFAULT, meta);
+  Id dcpl = h5::check_plist(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate(dcpl)");
+  check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), "H5Pset_layout");
+  // Space now, so each dataset has its file offset; never filled, the caller writes every byte.
+  check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
+  check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
+  TensorOffsets out;
+  for (size_t a = 0; a < ckpt_format::kTensorGroups.size(); ++a) {
+    for (const TensorSpec& t : layout.tensors()) {
+      const std::string name = std::string(ckpt_format::kTensorGroups[a]) + "/" + t.name;
+      const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+      Id space =
+          h5::check_space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr),
+                          "H5Screate_simple");
+      Id dset = h5::check_dataset(H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space.get(),
+                                             H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                                  "creating dataset " + name);
+      const haddr_t at = H5Dget_offset(dset.get());
+      if (at == HADDR_UNDEF) throw std::runtime_error("no file space for dataset " + name);
+      out.offset[a].push_back(static_cast<uint64_t>(at));
+      // A placeholder of the same size; write_tensor_checksums sets it once the bytes are known.
+      h5::write_attr_u64(dset.get(), ckpt_format::kChecksumAttr, 0);
+    }
+  }
+  check(file.close(), "closing (flushing) the checkpoint file");
+  return out;
+}
+
+void write_tensor_checksums(const std::string& path, const ParamLayout& layout,
+                            const std::array<std::vector<uint64_t>, 3>& digests) {
+  std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  Id file = h5::check_file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT),
+                           "cannot reopen HDF5 file " + path);
+  for (size_t a = 0; a < digests.size(); ++a) {
+    for (size_t i = 0; i < layout.tensors().size(); ++i) {
+      const std::string name =
+          std::string(ckpt_format::kTensorGroups[a]) + "/" + layout.tensors()[i].name;
+      Id dset = h5::check_dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT),
+                                  "opening dataset " + name);
+      Id attr = h5::check_attr(H5Aopen(dset.get(), ckpt_format::kChecksumAttr, H5P_DEFAULT),
+                               "opening the checksum of " + name);
+      check(H5Awrite(attr.get(), H5T_NATIVE_UINT64, &digests[a][i]),
+            "writing the checksum of " + name);
+    }
+  }
+  check(file.close(), "closing (flushing) the checkpoint file");
+}
 
 }  // namespace railyard
