@@ -58,6 +58,14 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expec
 // directory is created, no temporary removed). Empty when `dir` does not exist.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
 
+// The rates a save runs at, measured at start for the save-budget warning. The disk: writes
+// a probe of `bytes` (rounded to 4096) in `dir` as a save does (O_DIRECT where allowed, then
+// fsync) and removes it; bytes/s. Throws std::system_error naming the probe file.
+double measure_write_rate(const std::string& dir, size_t bytes);
+// The copy out of a snapshot into its staging memory (device to pinned host on a GPU): the
+// first `bytes` of params; bytes/s.
+double measure_copy_rate(StateSnapshot& snap, size_t bytes);
+
 class CheckpointStore {
  public:
   // Collective over comm. Rank 0 creates `dir` (mode 0700) if missing and removes stale

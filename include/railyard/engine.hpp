@@ -11,6 +11,7 @@
 #include "railyard/adamw.hpp"  // AdamWParams
 #include "railyard/gpt_config.hpp"
 #include "railyard/param_layout.hpp"
+#include "railyard/state_snapshot.hpp"
 #include "railyard/train_state.hpp"
 
 namespace railyard {
@@ -25,6 +26,7 @@ struct EngineOptions {
   bool reduce_bf16 = false;  // all-reduce gradients in bf16 (CUDA only)
   int micro_batch = 1;       // B, for the allocation plan
   int seq = 1;               // T
+  bool reserve_snapshot = false;  // device memory for periodic-checkpoint snapshots (CUDA)
   int cpu_threads = 0;       // BLAS threads on CPU; 0: this rank's CPUs (affinity mask,
                              // shared by the local ranks when they are not bound)
 };
@@ -53,6 +55,16 @@ class Engine {
 
   // Host copy of the state (for checkpoints). Called between steps.
   virtual void save_state(ModelState& out) = 0;
+  // The state for a checkpoint, read later by the writer (state_snapshot.hpp); called between
+  // steps. `training_continues` (a periodic save): it must stay as it is now while training
+  // goes on, taken without waiting for the device (a device-side copy). Otherwise (the run
+  // stops after the save) it may read the live state until released. nullptr when the engine
+  // has no such snapshot (the CPU engine, or no room on the device): use save_state.
+  virtual std::shared_ptr<StateSnapshot> snapshot_state(bool /*training_continues*/) {
+    return nullptr;
+  }
+  // What the engine set aside for checkpoints, for the start line ("" when nothing).
+  virtual std::string checkpoint_note() const { return ""; }
   // Restores a state whose params cover the whole layout and whose moments cover at least this
   // rank's shard. Throws std::invalid_argument when sizes do not match the layout.
   virtual void load_state(const ModelState& in) = 0;

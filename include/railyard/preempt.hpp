@@ -50,6 +50,9 @@ class SignalWatcher {
 
   StopAction pending() const;
   int last_signal() const;  // 0 when none
+  // When the first watched signal arrived, in seconds of CLOCK_MONOTONIC (std::chrono's
+  // steady_clock on Linux); 0 when none has.
+  double first_signal_time() const;
   // The action configured for `signo` (kNone when it is not watched).
   StopAction action_for(int signo) const;
 };

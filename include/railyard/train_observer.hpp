@@ -32,6 +32,9 @@ struct CheckpointEvent {
   double stall_seconds = 0;  // training time lost to it (the snapshot only, for async saves)
   bool async = false;
   std::string reason;  // "periodic", "signal", "final"
+  // For a save on a signal: from the signal's arrival (on this rank; else the step boundary
+  // where the ranks agreed to stop) until the checkpoint is durable. -1 otherwise.
+  double signal_to_durable_seconds = -1;
 };
 
 struct RunEvent {

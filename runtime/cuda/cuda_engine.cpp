@@ -12,6 +12,7 @@
 
 #include "adamw_kernels.hpp"
 #include "allocation_plan.hpp"
+#include "device_snapshot.hpp"
 #include "attention.hpp"
 #include "bias_grad_kernels.hpp"
 #include "convert_kernels.hpp"
@@ -88,6 +89,8 @@ class CudaEngine final : public Engine {
   void reduce_gradients() override;
   float optimizer_step(const AdamWParams& hp, float lr) override;
   void save_state(ModelState& out) override;
+  std::shared_ptr<StateSnapshot> snapshot_state(bool training_continues) override;
+  std::string checkpoint_note() const override { return snapshots_->note(); }
   void load_state(const ModelState& in) override;
   std::pair<size_t, size_t> device_memory() const override;
 
@@ -146,6 +149,7 @@ class CudaEngine final : public Engine {
   std::unique_ptr<GradientExchange> exchange_;
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
+  std::unique_ptr<DeviceSnapshots> snapshots_;  // checkpoint snapshots of master, m, v
 };
 
 template <typename T>
@@ -251,11 +255,17 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   buckets.push_back({lp_.back().end, padded_});  // lnf: final first
   exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
                                                  std::move(buckets), opts_.reduce_bf16);
+  const size_t state_end = std::min(total_, shard_begin_ + shard_size_);
+  // Last, so the reserve takes only what the plan, NCCL and cuBLASLt left (256 MiB spare).
+  snapshots_ = std::make_unique<DeviceSnapshots>(
+      device_, DeviceState{master_, m_, v_, total_, std::min(shard_begin_, state_end), state_end},
+      opts_.reserve_snapshot, size_t{256} << 20);
   RY_CUDA(cudaStreamSynchronize(stream_));
 }
 
 template <typename T>
 CudaEngine<T>::~CudaEngine() {
+  snapshots_.reset();
   exchange_.reset();
   nccl_.reset();
   input_.reset();
@@ -612,6 +622,13 @@ void CudaEngine<T>::save_state(ModelState& out) {
   RY_CUDA(cudaMemcpy(out.m.data(), m_, (end - begin) * sizeof(float), cudaMemcpyDeviceToHost));
   RY_CUDA(cudaMemcpy(out.v.data(), v_, (end - begin) * sizeof(float), cudaMemcpyDeviceToHost));
   out.adam_step = adam_step_;
+}
+
+template <typename T>
+std::shared_ptr<StateSnapshot> CudaEngine<T>::snapshot_state(bool training_continues) {
+  if (!training_continues) return snapshots_->view(stream_, adam_step_);
+  if (!snapshots_->reserved()) return nullptr;  // no room: the caller copies to the host
+  return snapshots_->copy(stream_, adam_step_);
 }
 
 template <typename T>

@@ -83,6 +83,8 @@ constexpr MetricDefinition kMetrics[] = {
     {"railyard_last_checkpoint_stall_seconds", kGauge,
      "Training time the last checkpoint cost (the host snapshot for async saves)"},
     {"railyard_last_checkpoint_bytes", kGauge, "Size of the last checkpoint, bytes"},
+    {"railyard_signal_to_durable_seconds", kGauge,
+     "Seconds from the stop signal to a durable checkpoint, for the last save on a signal"},
 };
 
 void put(PrometheusTextfile& metrics, std::string_view name, double value) {
@@ -266,6 +268,9 @@ void MetricsObserver::on_checkpoint(const CheckpointEvent& e) {
     put(metrics_, "railyard_last_checkpoint_duration_seconds", e.seconds);
     put(metrics_, "railyard_last_checkpoint_stall_seconds", e.stall_seconds);
     put(metrics_, "railyard_last_checkpoint_bytes", static_cast<double>(e.bytes));
+    if (e.signal_to_durable_seconds >= 0) {
+      put(metrics_, "railyard_signal_to_durable_seconds", e.signal_to_durable_seconds);
+    }
   }
   write_now();
 }

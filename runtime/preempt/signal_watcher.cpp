@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <ctime>
 #include <atomic>
 #include <cctype>
 #include <csignal>
@@ -21,6 +22,8 @@ std::array<int, NSIG> g_action_of{};
 // The handler's only effects: lock-free atomics, which are async-signal-safe.
 std::atomic<int> g_pending{0};
 std::atomic<int> g_last_signal{0};
+std::atomic<int64_t> g_first_ns{0};  // CLOCK_MONOTONIC of the first watched signal
+static_assert(std::atomic<int64_t>::is_always_lock_free);
 std::atomic<bool> g_alive{false};
 static_assert(std::atomic<int>::is_always_lock_free);
 
@@ -36,6 +39,12 @@ extern "C" void on_signal(int signo) {
   while (action > current && !g_pending.compare_exchange_weak(current, action)) {
   }
   g_last_signal.store(signo, std::memory_order_relaxed);
+  if (action > 0 && g_first_ns.load(std::memory_order_relaxed) == 0) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+    int64_t none = 0;
+    g_first_ns.compare_exchange_strong(none, int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec);
+  }
 }
 
 const std::vector<std::pair<std::string, int>>& known_signals() {
@@ -129,6 +138,7 @@ SignalWatcher::SignalWatcher(const std::string& spec) {
   g_action_of.fill(0);
   g_pending.store(0);
   g_last_signal.store(0);
+  g_first_ns.store(0);
   for (const auto& [signo, action] : entries) g_action_of[signo] = static_cast<int>(action);
 
   struct sigaction sa;
@@ -164,6 +174,10 @@ StopAction SignalWatcher::pending() const {
 
 int SignalWatcher::last_signal() const {
   return g_last_signal.load();
+}
+
+double SignalWatcher::first_signal_time() const {
+  return static_cast<double>(g_first_ns.load()) * 1e-9;
 }
 
 StopAction SignalWatcher::action_for(int signo) const {

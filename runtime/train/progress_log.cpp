@@ -52,9 +52,15 @@ void ProgressLog::on_eval(const EvalEvent& e) {
 }
 
 void ProgressLog::on_checkpoint(const CheckpointEvent& e) {
-  std::fprintf(out_, "checkpoint step %lld | %s | %.1f MB in %.3f s | stall %.1f ms | %s%s\n",
+  char signal[64] = "";
+  if (e.signal_to_durable_seconds >= 0) {
+    std::snprintf(signal, sizeof signal, " | signal to durable %.3f s",
+                  e.signal_to_durable_seconds);
+  }
+  std::fprintf(out_, "checkpoint step %lld | %s | %.1f MB in %.3f s | stall %.1f ms | %s%s%s\n",
                static_cast<long long>(e.step), e.path.c_str(), static_cast<double>(e.bytes) / 1e6,
-               e.seconds, e.stall_seconds * 1e3, e.reason.c_str(), e.async ? " (background)" : "");
+               e.seconds, e.stall_seconds * 1e3, e.reason.c_str(), e.async ? " (background)" : "",
+               signal);
   std::fflush(out_);
 }
 

@@ -195,6 +195,7 @@ int Trainer::run() {
     opts.micro_batch = cfg_.batch;
     opts.seq = cfg_.seq;
     opts.cpu_threads = cfg_.cpu_threads;
+    opts.reserve_snapshot = !cfg_.ckpt_dir.empty() && (cfg_.ckpt_every > 0 || cfg_.ckpt_interval > 0);
     s.engine = make_(s.model, opts, comm_, cfg_.seed);
 
     s.progress.world_size = world;
@@ -270,36 +271,43 @@ int Trainer::run() {
                   "global batch %d sequences x %d micro-steps x %d tokens",
                   s.engine->describe().c_str(), layout.total(), g.layers, g.dim, g.heads, g.max_seq,
                   g.vocab, world * cfg_.batch, cfg_.grad_accum, cfg_.seq);
+    const std::string note = s.store ? s.engine->checkpoint_note() : "";
+    if (!note.empty()) std::snprintf(detail + std::strlen(detail), sizeof detail - std::strlen(detail), " | %s", note.c_str());
     emit_run(resumed_from.empty() ? "start" : "resume",
              resumed_from.empty() ? detail : "from " + resumed_from + " | " + detail);
   }
 
   // ---- the save budget: can a save on a signal finish within the grace time? ---------------
-  if (s.store && rank == 0) {
-    // Measured on the checkpoint directory's own disk with a probe of up to 16 MiB.
-    const std::string probe = cfg_.ckpt_dir + "/.railyard-write-probe";
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(state_bytes, 16u << 20));
-    std::vector<char> buf(n, 'r');
-    auto t0 = Clock::now();
-    int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && ::write(fd, buf.data(), n) == static_cast<ssize_t>(n) && ::fsync(fd) == 0;
-    if (fd >= 0) ::close(fd);
-    double secs = since(t0);
-    ::unlink(probe.c_str());
-    if (ok && secs > 0) {
-      double rate = static_cast<double>(n) / secs;
-      double estimate = static_cast<double>(state_bytes) / rate;
-      if (estimate > cfg_.save_budget) {
-        char msg[512];
-        std::snprintf(msg, sizeof msg,
-                      "a checkpoint of %.1f MB takes about %.1f s at the measured %.1f MB/s of "
-                      "'%s', more than --save-budget %.1f s: a save on a signal may not finish "
-                      "within the grace time (raise GraceTime / the --signal lead time, or use "
-                      "faster storage)",
-                      static_cast<double>(state_bytes) / 1e6, estimate, rate / 1e6,
-                      cfg_.ckpt_dir.c_str(), cfg_.save_budget);
-        warn(msg);
-        s.budget_warned = true;
+  if (s.store) {
+    // A save streams the state from the device (or host) to the disk, the two overlapped: it
+    // runs at the slower of the two rates, both measured now on this run's device and disk.
+    std::shared_ptr<StateSnapshot> live = s.engine->snapshot_state(false);
+    const double copy_rate = live ? measure_copy_rate(*live, size_t{64} << 20) : 0;
+    live.reset();
+    if (rank == 0) {
+      try {
+        const double disk_rate =
+            measure_write_rate(cfg_.ckpt_dir, std::min<uint64_t>(state_bytes, 64u << 20));
+        const double rate = copy_rate > 0 ? std::min(disk_rate, copy_rate) : disk_rate;
+        const double estimate = static_cast<double>(state_bytes) / rate;
+        if (estimate > cfg_.save_budget) {
+          char msg[640];
+          std::snprintf(msg, sizeof msg,
+                        "a checkpoint of %.1f MB takes about %.1f s at the measured %.1f MB/s of "
+                        "'%s'%s, more than --save-budget %.1f s: a save on a signal may not "
+                        "finish within the grace time (raise GraceTime / the --signal lead time, "
+                        "or use faster storage)",
+                        static_cast<double>(state_bytes) / 1e6, estimate, disk_rate / 1e6,
+                        cfg_.ckpt_dir.c_str(),
+                        copy_rate > 0 ? (" and " + std::to_string(static_cast<int>(copy_rate / 1e6)) +
+                                         " MB/s out of the device").c_str()
+                                      : "",
+                        cfg_.save_budget);
+          warn(msg);
+          s.budget_warned = true;
+        }
+      } catch (const std::exception& e) {
+        warn(std::string("could not measure the checkpoint write rate: ") + e.what());
       }
     }
   }
@@ -324,13 +332,20 @@ int Trainer::run() {
     // Only the writing rank knows the outcome; all ranks must decide alike.
     return comm_.allreduce_max(saved_it ? 1 : 0) != 0;
   };
-  auto save_sync = [&](const std::string& reason) {
-    ModelState st = s.store->take_spare().value_or(ModelState{});  // see save_async
-    s.engine->save_state(st);
-    SaveResult r = s.store->save(layout, g, st, snapshot_progress());
+  // `signal_at`: when the signal came (steady clock), for the signal-to-durable time.
+  auto save_sync = [&](const std::string& reason, std::optional<Clock::time_point> signal_at) {
+    SaveResult r;
+    if (std::shared_ptr<StateSnapshot> live = s.engine->snapshot_state(false)) {
+      r = s.store->save(layout, g, *live, snapshot_progress());
+    } else {
+      ModelState st = s.store->take_spare().value_or(ModelState{});  // see save_async
+      s.engine->save_state(st);
+      r = s.store->save(layout, g, st, snapshot_progress());
+    }
     s.last_save = Clock::now();
-    emit_checkpoint(
-        CheckpointEvent{s.progress.step, r.path, r.bytes, r.seconds, r.seconds, false, reason});
+    CheckpointEvent e{s.progress.step, r.path, r.bytes, r.seconds, r.seconds, false, reason};
+    if (signal_at) e.signal_to_durable_seconds = since(*signal_at);
+    emit_checkpoint(e);
     if (r.seconds > cfg_.save_budget && !s.budget_warned) {
       warn("the " + reason + " checkpoint took " + std::to_string(r.seconds) +
            " s, more than --save-budget " + std::to_string(cfg_.save_budget) + " s");
@@ -340,11 +355,15 @@ int Trainer::run() {
   auto save_async = [&]() {
     collect_background(-1);
     auto t0 = Clock::now();
-    // The previous snapshot's buffers, so the stall is a copy, not fresh pages faulted in.
-    ModelState st = s.store->take_spare().value_or(ModelState{});
-    s.engine->save_state(st);
     try {
-      s.store->save_async(layout, g, std::move(st), snapshot_progress());
+      if (std::shared_ptr<StateSnapshot> snap = s.engine->snapshot_state(true)) {
+        s.store->save_async(layout, g, std::move(snap), snapshot_progress());
+      } else {
+        // The previous snapshot's buffers, so the stall is a copy, not fresh pages faulted in.
+        ModelState st = s.store->take_spare().value_or(ModelState{});
+        s.engine->save_state(st);
+        s.store->save_async(layout, g, std::move(st), snapshot_progress());
+      }
     } catch (const CheckpointError& e) {  // collective: every rank gets it
       warn(std::string(e.what()) + "; training continues, older checkpoints are kept");
       return;
@@ -387,7 +406,14 @@ int Trainer::run() {
         bool saved = false;
         if (s.store) {
           saved = collect_background(s.progress.step);
-          if (!saved) save_sync("signal");
+          // The time since this rank's first signal, or since the agreement when the signal
+          // reached another rank.
+          const double first = s.watcher->first_signal_time();
+          const Clock::time_point signal_at =
+              first > 0 ? Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(first)))
+                        : Clock::now();
+          if (!saved) save_sync("signal", signal_at);
           saved = true;
         } else {
           warn("stopping on a signal without --ckpt-dir: nothing is saved");
@@ -473,7 +499,7 @@ int Trainer::run() {
     // ---- the end ----------------------------------------------------------------------------
     collect_background(-1);
     if (s.val && last_eval != s.progress.step) validate();
-    if (s.store && s.progress.step > first_step) save_sync("final");
+    if (s.store && s.progress.step > first_step) save_sync("final", std::nullopt);
     emit_run("finish", "tokens " + std::to_string(s.progress.tokens_seen));
     return exit_code::kOk;
   } catch (const CheckpointError& e) {
