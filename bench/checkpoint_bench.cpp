@@ -1,19 +1,32 @@
-// Checkpoint save/load throughput on a synthetic GPT state (default GPT-2 small: 124M
-// parameters, 1.5 GB of fp32 params + Adam m + v), synchronous and async (the caller's stall),
-// against the disk's own rate (measure with dd, see bench/NOTES.md). Also writes small
-// checkpoints with a known pattern for tests (tests/integration/ckpt_h5py_reads.py).
+// Checkpoint costs of a training run, all in one call (bench/NOTES.md, "Checkpoints"): a real
+// engine (CPU or CUDA, default GPT-2 small: 124M parameters, 1.5 GB of fp32 params + Adam m + v)
+// trains on random tokens while it
+//   - takes periodic background saves: the training loop's stall (first save and later ones)
+//     and the step time while the write runs against steps without one;
+//   - takes synchronous saves (as on a signal), durable: GB/s against `dd oflag=direct` on the
+//     same directory in the same call;
+//   - loads and verifies the newest checkpoint: GB/s against reading the file with `dd`.
+// Also writes small checkpoints with a known pattern for tests (--mode pattern,
+// tests/integration/ckpt_h5py_reads.py).
 //
-//   checkpoint_bench --dir DIR [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024]
-//                    [--repeat 3] [--steps 1] [--mode bench|pattern]
+//   checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]
+//                    [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024 (= max_seq)]
+//                    [--repeat 3] [--json FILE] [--mode bench|pattern --steps N]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <optional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/engine.hpp"
 
 using namespace railyard;
 
@@ -54,18 +67,179 @@ TrainProgress progress_at(int64_t step, const GptConfig& c) {
   return p;
 }
 
+struct Options {
+  GptConfig model;
+  std::string dir, mode = "bench", json, device = "cpu", precision = "fp32";
+  int repeat = 3, steps = 1, batch = 4, seq = 1024;
+};
+
+// GB/s that `dd` reports on its last line ("N bytes (...) copied, S s, R GB/s"): N / S.
+double run_dd(const std::string& args) {
+  const std::string cmd = "dd " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return 0;
+  char line[512];
+  double rate = 0;
+  while (std::fgets(line, sizeof line, p) != nullptr) {
+    unsigned long long bytes = 0;
+    const char* comma = std::strstr(line, "copied, ");
+    if (std::sscanf(line, "%llu bytes", &bytes) == 1 && comma != nullptr) {
+      const double secs = std::atof(comma + 8);
+      if (secs > 0) rate = static_cast<double>(bytes) / secs / 1e9;
+    }
+  }
+  pclose(p);
+  return rate;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+class Runner {
+ public:
+  Runner(const Options& o, Engine& engine) : o_(o), engine_(engine), rng_(1) {
+    const size_t n = static_cast<size_t>(o.batch) * o.seq;
+    tokens_.resize(n);
+    targets_.resize(n);
+  }
+  // One optimizer step on random tokens; its wall time (the loss fetch waits for the device).
+  double step() {
+    std::uniform_int_distribution<int32_t> tok(0, o_.model.vocab - 1);
+    for (size_t i = 0; i < tokens_.size(); ++i) tokens_[i] = tok(rng_), targets_[i] = tok(rng_);
+    const double t0 = now();
+    engine_.zero_grad();
+    engine_.forward_backward(tokens_, targets_, o_.batch, o_.seq, 1.0f, true);
+    engine_.reduce_gradients();
+    engine_.optimizer_step(AdamWParams{}, 1e-4f);
+    ++done_;
+    return now() - t0;
+  }
+  int64_t done() const { return done_; }
+
+ private:
+  const Options& o_;
+  Engine& engine_;
+  std::mt19937 rng_;
+  std::vector<int32_t> tokens_, targets_;
+  int64_t done_ = 0;
+};
+
+// The trainer's periodic save: a snapshot (device-side where the engine has one) handed to the
+// background writer; returns the time the caller was blocked.
+double periodic_save(Engine& engine, CheckpointStore& store, int64_t step, const GptConfig& c) {
+  const double t0 = now();
+  if (std::shared_ptr<StateSnapshot> snap = engine.snapshot_state(true)) {
+    store.save_async(engine.layout(), c, std::move(snap), progress_at(step, c));
+  } else {
+    ModelState st = store.take_spare().value_or(ModelState{});
+    engine.save_state(st);
+    store.save_async(engine.layout(), c, std::move(st), progress_at(step, c));
+  }
+  return now() - t0;
+}
+
+int run_bench(const Options& o) {
+  Communicator& comm = Communicator::world();
+  EngineOptions eo;
+  eo.device = o.device;
+  eo.precision = o.precision;
+  eo.micro_batch = o.batch;
+  eo.seq = o.seq;
+  eo.reserve_snapshot = true;
+  std::unique_ptr<Engine> engine = make_engine(o.model, eo, comm, 1);
+  const GptConfig& c = o.model;
+  const double gb = 3.0 * static_cast<double>(engine->layout().total()) * 4 / 1e9;
+  std::printf("engine %s%s%s | state %.3f GB | B %d T %d | dir %s\n", engine->describe().c_str(),
+              engine->checkpoint_note().empty() ? "" : " | ", engine->checkpoint_note().c_str(), gb,
+              o.batch, o.seq, o.dir.c_str());
+  CheckpointStore store(o.dir, 2, comm);
+
+  // The disk's own direct-write rate, same directory, same call (as much data as a save).
+  const int dd_count = std::max(1, static_cast<int>(gb * 1e9 / (64 << 20)));
+  const double dd_gbps =
+      run_dd("if=/dev/zero of=" + o.dir + "/ddtest bs=64M count=" + std::to_string(dd_count) +
+             " oflag=direct");
+  std::remove((o.dir + "/ddtest").c_str());
+  std::printf("dd oflag=direct, %d x 64 MiB: %.3f GB/s\n", dd_count, dd_gbps);
+
+  Runner run(o, *engine);
+  for (int i = 0; i < 3; ++i) run.step();  // warm-up
+  std::vector<double> quiet, during, stalls;
+  for (int i = 0; i < 10; ++i) quiet.push_back(run.step());
+  for (int r = 0; r < o.repeat; ++r) {
+    stalls.push_back(periodic_save(*engine, store, run.done(), c));
+    std::vector<double> these;
+    while (store.busy()) these.push_back(run.step());
+    const auto res = store.wait();
+    std::printf(
+        "periodic save %d: stall %.2f ms | background write %.3f s durable (%.3f GB/s) | %zu "
+        "steps during it, median %.1f ms (quiet %.1f ms)\n",
+        r + 1, stalls.back() * 1e3, res->seconds, res->bytes / res->seconds / 1e9, these.size(),
+        median(these) * 1e3, median(quiet) * 1e3);
+    during.insert(during.end(), these.begin(), these.end());
+    for (int i = 0; i < 5; ++i) quiet.push_back(run.step());
+  }
+  const double slowdown = during.empty() ? 0 : (median(during) / median(quiet) - 1) * 100;
+
+  std::vector<double> sync_rates;
+  for (int r = 0; r < o.repeat; ++r) {
+    run.step();
+    std::shared_ptr<StateSnapshot> live = engine->snapshot_state(false);
+    SaveResult res =
+        live ? store.save(engine->layout(), c, *live, progress_at(run.done(), c)) : [&] {
+          ModelState st;
+          engine->save_state(st);
+          return store.save(engine->layout(), c, st, progress_at(run.done(), c));
+        }();
+    sync_rates.push_back(res.bytes / res.seconds / 1e9);
+    std::printf("sync save %d: %.3f s durable, %.3f GB/s (%.0f%% of dd)\n", r + 1, res.seconds,
+                sync_rates.back(), sync_rates.back() / dd_gbps * 100);
+  }
+  std::vector<double> load_rates;
+  std::string newest;
+  for (int r = 0; r < o.repeat; ++r) {
+    const double t0 = now();
+    const auto got = store.load_latest(c, nullptr);
+    load_rates.push_back(gb / (now() - t0));
+    newest = got->path;
+    std::printf("load+verify %d: %.3f s, %.3f GB/s (page cache warm)\n", r + 1, now() - t0,
+                load_rates.back());
+  }
+  const double read_gbps = run_dd("if=" + newest + " of=/dev/null bs=64M");
+  std::printf("dd read of %s (page cache warm): %.3f GB/s\n", newest.c_str(), read_gbps);
+
+  const double stall_later = stalls.size() > 1
+                                 ? median(std::vector<double>(stalls.begin() + 1, stalls.end()))
+                                 : stalls.front();
+  const double sync_gbps = median(sync_rates), load_gbps = median(load_rates);
+  char json[1024];
+  std::snprintf(json, sizeof json,
+                "{\"engine\": \"%s\", \"state_gb\": %.4f, \"stall_ms_first\": %.3f, "
+                "\"stall_ms_later\": %.3f, \"step_ms_quiet\": %.2f, \"step_ms_during_write\": "
+                "%.2f, \"step_slowdown_pct\": %.2f, \"sync_gbps\": %.3f, \"dd_direct_gbps\": "
+                "%.3f, \"sync_vs_dd_pct\": %.1f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
+                "\"load_vs_read_pct\": %.1f}\n",
+                engine->describe().c_str(), gb, stalls.front() * 1e3, stall_later * 1e3,
+                median(quiet) * 1e3, median(during) * 1e3, slowdown, sync_gbps, dd_gbps,
+                sync_gbps / dd_gbps * 100, load_gbps, read_gbps, load_gbps / read_gbps * 100);
+  std::printf("%s", json);
+  if (!o.json.empty()) std::ofstream(o.json) << json;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  GptConfig c;
+  Options o;
+  GptConfig& c = o.model;
   c.vocab = 50257;
-  c.padded_vocab = 50304;
   c.max_seq = 1024;
   c.layers = 12;
   c.heads = 12;
   c.dim = 768;
-  std::string dir, mode = "bench";
-  int repeat = 3, steps = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -76,7 +250,7 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--dir")
-      dir = next();
+      o.dir = next();
     else if (a == "--layers")
       c.layers = std::stoi(next());
     else if (a == "--dim")
@@ -86,78 +260,44 @@ int main(int argc, char** argv) {
     else if (a == "--vocab")
       c.vocab = std::stoi(next());
     else if (a == "--seq")
-      c.max_seq = std::stoi(next());
+      c.max_seq = o.seq = std::stoi(next());
+    else if (a == "--batch")
+      o.batch = std::stoi(next());
     else if (a == "--repeat")
-      repeat = std::stoi(next());
+      o.repeat = std::stoi(next());
     else if (a == "--steps")
-      steps = std::stoi(next());
+      o.steps = std::stoi(next());
     else if (a == "--mode")
-      mode = next();
+      o.mode = next();
+    else if (a == "--json")
+      o.json = next();
+    else if (a == "--device")
+      o.device = next();
+    else if (a == "--precision")
+      o.precision = next();
     else {
       std::fprintf(stderr, "checkpoint_bench: unknown argument %s\n", a.c_str());
       return 2;
     }
   }
-  if (dir.empty() || (mode != "bench" && mode != "pattern")) {
+  if (o.dir.empty() || (o.mode != "bench" && o.mode != "pattern") || o.repeat < 1) {
     std::fprintf(stderr, "usage: checkpoint_bench --dir DIR [--mode bench|pattern] ...\n");
     return 2;
   }
   c.padded_vocab = (c.vocab + 63) / 64 * 64;
   c.validate();
-  Communicator& comm = Communicator::world();
-  const ParamLayout layout = gpt_param_layout(c);
-  CheckpointStore store(dir, mode == "pattern" ? 0 : 1, comm);
-
-  if (mode == "pattern") {
-    for (int64_t step = 1; step <= steps; ++step) {
+  if (o.mode == "pattern") {
+    const ParamLayout layout = gpt_param_layout(c);
+    CheckpointStore store(o.dir, 0, Communicator::world());
+    for (int64_t step = 1; step <= o.steps; ++step) {
       store.save(layout, c, pattern_state(layout, step), progress_at(step, c));
     }
     return 0;
   }
-
-  const ModelState state = pattern_state(layout, 1);
-  const double gb = 3.0 * static_cast<double>(layout.total()) * 4 / 1e9;
-  std::printf("state: %zu parameters (padded), %.3f GB of params+m+v, dir %s\n", layout.total(), gb,
-              dir.c_str());
-  int64_t step = 1;
-  for (int r = 0; r < repeat; ++r, ++step) {
-    const SaveResult res = store.save(layout, c, state, progress_at(step, c));
-    std::printf(
-        "sync save   step %lld: %.3f s durable, %.3f GB/s (file %.3f GB; write rate %.3f GB/s)\n",
-        static_cast<long long>(step), res.seconds, res.bytes / res.seconds / 1e9, res.bytes / 1e9,
-        store.write_rate() / 1e9);
+  try {
+    return run_bench(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "checkpoint_bench: %s\n", e.what());
+    return 1;
   }
-  for (int r = 0; r < repeat; ++r, ++step) {
-    // The trainer's stall: its host snapshot (here a memcpy of the state; on a GPU the
-    // device-to-host copy) plus the save_async call itself. From the second save on, the
-    // snapshot goes into the previous save's buffers (take_spare), so no fresh pages.
-    const double t0 = now();
-    std::optional<ModelState> spare = store.take_spare();
-    const bool reused = spare.has_value();
-    ModelState snapshot = reused ? std::move(*spare) : ModelState{};
-    snapshot.params.assign(state.params.begin(), state.params.end());
-    snapshot.m.assign(state.m.begin(), state.m.end());
-    snapshot.v.assign(state.v.begin(), state.v.end());
-    snapshot.shard_begin = state.shard_begin;
-    snapshot.shard_end = state.shard_end;
-    snapshot.adam_step = state.adam_step;
-    const double t_copy = now();
-    store.save_async(layout, c, std::move(snapshot), progress_at(step, c));
-    const double t_call = now();
-    const auto res = store.wait();
-    std::printf(
-        "async save  step %lld: stall %.1f ms (snapshot copy into %s buffers %.1f ms + "
-        "save_async %.1f ms), background %.3f s durable (%.3f GB/s), waited %.3f s\n",
-        static_cast<long long>(step), (t_call - t0) * 1e3, reused ? "reused" : "fresh",
-        (t_copy - t0) * 1e3, (t_call - t_copy) * 1e3, res->seconds, res->bytes / res->seconds / 1e9,
-        now() - t_call);
-  }
-  for (int r = 0; r < repeat; ++r) {
-    const double t0 = now();
-    const auto got = store.load_latest(c, nullptr);
-    const double dt = now() - t0;
-    std::printf("load+verify step %lld: %.3f s, %.3f GB/s (page cache warm)\n",
-                static_cast<long long>(got->progress.step), dt, gb / dt);
-  }
-  return 0;
 }

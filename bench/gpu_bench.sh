@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
-#   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile
+#   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt
 # (default: env build check bench pytorch). Builds railyard with CUDA, runs the GPU correctness
 # checks (tests/gpu), then times railyard-train and the PyTorch reference (bench/pytorch_gpt.py,
 # eager and torch.compile) on the same random-token file: GPT-2 124M, micro-batch 16, seq 1024,
@@ -129,6 +129,20 @@ if has profile; then
     --data $DATA $GPT --steps 6 --device cuda --precision bf16 --log-every 0 > /dev/null 2>&1
   python3 bench/gpu_profile_table.py "$OUT/ncu.csv" | tee "$OUT/profile.txt"
 fi
+
+# Checkpoint costs on this GPU and disk (bench/checkpoint_bench.cpp): stall, step slowdown during
+# a background write, sync save vs dd oflag=direct, load vs read; JSON to $OUT/ckpt-gpu.json.
+stage_ckpt() {
+  log "ckpt: checkpoint_bench cuda"
+  ninja -C "$BUILD" -j16 checkpoint_bench > "$OUT/build-ckpt.log" 2>&1 \
+    || { grep -E "error|FAILED" "$OUT/build-ckpt.log" | head -30; return 1; }
+  local dir=${CKPT_DIR:-/tmp/ry-ckpt-bench}
+  rm -rf "$dir"
+  timeout 400 "$BUILD/bench/checkpoint_bench" --dir "$dir" --device cuda --precision bf16 \
+    --batch 16 --repeat 3 --json "$OUT/ckpt-gpu.json" 2>&1 | tee "$OUT/ckpt-gpu.log"
+  rm -rf "$dir"
+}
+if has ckpt; then stage_ckpt; fi
 
 log summary
 python3 bench/gpu_bench_table.py "$OUT" | tee "$OUT/table.md"

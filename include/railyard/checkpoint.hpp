@@ -100,6 +100,9 @@ class CheckpointStore {
   // Collective: waits for the background save; on every rank returns its result (if one ran)
   // or throws its CheckpointError.
   std::optional<SaveResult> wait();
+  // True while this rank's background writer is still writing (only rank 0 writes); not
+  // collective, never blocks.
+  bool busy() const;
 
   // The ModelState handed to the last save_async, once no background save reads it (after
   // wait() on rank 0, at once on the others), so the caller can snapshot into its already

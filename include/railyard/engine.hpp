@@ -23,12 +23,12 @@ struct EngineOptions {
   std::string precision = "fp32";  // "fp32" or "bf16" (CUDA only)
   int zero_stage = 0;              // 0 or 1
   bool recompute = false;
-  bool reduce_bf16 = false;  // all-reduce gradients in bf16 (CUDA only)
-  int micro_batch = 1;       // B, for the allocation plan
-  int seq = 1;               // T
+  bool reduce_bf16 = false;       // all-reduce gradients in bf16 (CUDA only)
+  int micro_batch = 1;            // B, for the allocation plan
+  int seq = 1;                    // T
   bool reserve_snapshot = false;  // device memory for periodic-checkpoint snapshots (CUDA)
-  int cpu_threads = 0;       // BLAS threads on CPU; 0: this rank's CPUs (affinity mask,
-                             // shared by the local ranks when they are not bound)
+  int cpu_threads = 0;            // BLAS threads on CPU; 0: this rank's CPUs (affinity mask,
+                                  // shared by the local ranks when they are not bound)
 };
 
 class Engine {

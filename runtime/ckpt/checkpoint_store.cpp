@@ -629,6 +629,10 @@ std::optional<ModelState> CheckpointStore::take_spare() {
   return out;
 }
 
+bool CheckpointStore::busy() const {
+  return impl_->background.busy();
+}
+
 double CheckpointStore::write_rate() const {
   return impl_->rate;
 }

@@ -72,8 +72,9 @@ size_t DeviceSnapshots::bytes() const {
 std::shared_ptr<StateSnapshot> DeviceSnapshots::copy(cudaStream_t compute, int64_t adam_step) {
   if (!reserved()) throw std::logic_error("DeviceSnapshots::copy without a reserve");
   if (!live_.expired()) {
-    throw std::logic_error("a checkpoint snapshot is taken while the previous one is still "
-                           "being written (wait for the background save first)");
+    throw std::logic_error(
+        "a checkpoint snapshot is taken while the previous one is still "
+        "being written (wait for the background save first)");
   }
   const size_t n = state_.shard_end - state_.shard_begin;
   DeviceState at = state_;

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <array>
-#include <ctime>
 #include <atomic>
 #include <cctype>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <string>
 #include <utility>

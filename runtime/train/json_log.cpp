@@ -79,7 +79,8 @@ void JsonLog::on_checkpoint(const CheckpointEvent& e) {
   j["stall_seconds"] = e.stall_seconds;
   j["async"] = e.async;
   j["reason"] = e.reason;
-  if (e.signal_to_durable_seconds >= 0) j["signal_to_durable_seconds"] = e.signal_to_durable_seconds;
+  if (e.signal_to_durable_seconds >= 0)
+    j["signal_to_durable_seconds"] = e.signal_to_durable_seconds;
   write(j.dump());
 }
 

@@ -195,7 +195,8 @@ int Trainer::run() {
     opts.micro_batch = cfg_.batch;
     opts.seq = cfg_.seq;
     opts.cpu_threads = cfg_.cpu_threads;
-    opts.reserve_snapshot = !cfg_.ckpt_dir.empty() && (cfg_.ckpt_every > 0 || cfg_.ckpt_interval > 0);
+    opts.reserve_snapshot =
+        !cfg_.ckpt_dir.empty() && (cfg_.ckpt_every > 0 || cfg_.ckpt_interval > 0);
     s.engine = make_(s.model, opts, comm_, cfg_.seed);
 
     s.progress.world_size = world;
@@ -272,7 +273,9 @@ int Trainer::run() {
                   s.engine->describe().c_str(), layout.total(), g.layers, g.dim, g.heads, g.max_seq,
                   g.vocab, world * cfg_.batch, cfg_.grad_accum, cfg_.seq);
     const std::string note = s.store ? s.engine->checkpoint_note() : "";
-    if (!note.empty()) std::snprintf(detail + std::strlen(detail), sizeof detail - std::strlen(detail), " | %s", note.c_str());
+    if (!note.empty())
+      std::snprintf(detail + std::strlen(detail), sizeof detail - std::strlen(detail), " | %s",
+                    note.c_str());
     emit_run(resumed_from.empty() ? "start" : "resume",
              resumed_from.empty() ? detail : "from " + resumed_from + " | " + detail);
   }
@@ -299,9 +302,11 @@ int Trainer::run() {
                         "or use faster storage)",
                         static_cast<double>(state_bytes) / 1e6, estimate, disk_rate / 1e6,
                         cfg_.ckpt_dir.c_str(),
-                        copy_rate > 0 ? (" and " + std::to_string(static_cast<int>(copy_rate / 1e6)) +
-                                         " MB/s out of the device").c_str()
-                                      : "",
+                        copy_rate > 0
+                            ? (" and " + std::to_string(static_cast<int>(copy_rate / 1e6)) +
+                               " MB/s out of the device")
+                                  .c_str()
+                            : "",
                         cfg_.save_budget);
           warn(msg);
           s.budget_warned = true;
