@@ -195,8 +195,9 @@ int run_bench(const Options& o) {
           return store.save(engine->layout(), c, st, progress_at(run.done(), c));
         }();
     sync_rates.push_back(res.bytes / res.seconds / 1e9);
-    std::printf("sync save %d: %.3f s durable, %.3f GB/s (%.0f%% of dd)\n", r + 1, res.seconds,
-                sync_rates.back(), sync_rates.back() / dd_gbps * 100);
+    std::printf("sync save %d: %.3f s durable, %.3f GB/s (%.0f%% of dd)%s\n", r + 1, res.seconds,
+                sync_rates.back(), sync_rates.back() / dd_gbps * 100,
+                res.direct_io ? "" : " (page cache: O_DIRECT refused)");
   }
   std::vector<double> load_rates;
   std::string newest;

@@ -39,6 +39,7 @@ struct SaveResult {
   std::string path;
   uint64_t bytes = 0;
   double seconds = 0;  // from the call until durable
+  bool direct_io = false;  // the tensors bypassed the page cache (O_DIRECT)
 };
 
 struct LoadedCheckpoint {

@@ -262,8 +262,10 @@ struct CheckpointStore::Impl {
     const double t_write = now_mono();
     const std::string tmp = prepare(meta.progress.step, estimate_bytes(layout, meta.progress));
     try {
-      write_checkpoint_streamed(tmp, layout, meta, snap);
-      return finish(tmp, meta.progress.step, t_start, t_write);
+      const StreamStats stats = write_checkpoint_streamed(tmp, layout, meta, snap);
+      SaveResult r = finish(tmp, meta.progress.step, t_start, t_write);
+      r.direct_io = stats.direct;
+      return r;
     } catch (...) {
       try {
         remove_file(tmp);
@@ -284,6 +286,7 @@ struct CheckpointStore::Impl {
     broadcast_string(comm, r.path, 0);
     bcast_pod(comm, r.bytes);
     bcast_pod(comm, r.seconds);
+    bcast_pod(comm, r.direct_io);
     double shared_rate = rate;
     bcast_pod(comm, shared_rate);
     rate = shared_rate;
