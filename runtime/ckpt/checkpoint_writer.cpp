@@ -6,7 +6,7 @@
 
 #include "collective_error.hpp"
 #include "dataset_checksum.hpp"
-#include "direct_file.hpp"
+#include "railyard/direct_file.hpp"
 #include "hdf5_handle.hpp"
 #include "railyard/communicator.hpp"
 

@@ -1,4 +1,4 @@
-#include "chunk_pipeline.hpp"
+#include "railyard/chunk_pipeline.hpp"
 
 #include <condition_variable>
 #include <exception>

@@ -1,4 +1,4 @@
-#include "direct_file.hpp"
+#include "railyard/direct_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

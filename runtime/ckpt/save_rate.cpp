@@ -7,8 +7,8 @@
 #include <string>
 #include <system_error>
 
-#include "direct_file.hpp"
 #include "railyard/checkpoint.hpp"
+#include "railyard/direct_file.hpp"
 #include "railyard/durable_file.hpp"
 
 namespace railyard {
@@ -55,7 +55,9 @@ double measure_write_rate(const std::string& dir, size_t bytes) {
 double measure_copy_rate(StateSnapshot& snap, size_t bytes) {
   const size_t n = std::min(probe_bytes(bytes) / sizeof(float), snap.total());
   if (n == 0) return 0;
-  float* buf = snap.staging(1, probe_bytes(n * sizeof(float))).front();
+  const size_t staging_bytes =
+      (n * sizeof(float) + DirectFile::kAlign - 1) / DirectFile::kAlign * DirectFile::kAlign;
+  float* buf = snap.staging(1, staging_bytes).front();
   const auto t0 = std::chrono::steady_clock::now();
   snap.copy_out(StateArray::kParams, 0, n, buf);
   return static_cast<double>(n * sizeof(float)) / std::max(seconds_since(t0), 1e-9);

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
-#include "chunk_pipeline.hpp"
+#include "railyard/chunk_pipeline.hpp"
 #include "dataset_checksum.hpp"
-#include "direct_file.hpp"
+#include "railyard/direct_file.hpp"
 
 namespace railyard {
 namespace {

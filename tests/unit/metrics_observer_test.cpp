@@ -128,6 +128,11 @@ TEST_F(MetricsObserverTest, StepCheckpointAndRunEventsMoveTheValues) {
   EXPECT_EQ(m.at(key("railyard_last_checkpoint_duration_seconds")), 1.5);
   EXPECT_GE(m.at(key("railyard_last_checkpoint_age_seconds")), 0);
   EXPECT_LT(m.at(key("railyard_last_checkpoint_age_seconds")), 5);
+  EXPECT_EQ(m.count(key("railyard_signal_to_durable_seconds")), 0u);  // a periodic save
+  ckpt.reason = "signal";
+  ckpt.signal_to_durable_seconds = 2.25;
+  observer.on_checkpoint(ckpt);
+  EXPECT_EQ(parse(observer.path()).at(key("railyard_signal_to_durable_seconds")), 2.25);
 
   observer.on_run(RunEvent{"signal", 11, "USR1"});
   observer.on_run(RunEvent{"signal", 11, "TERM"});
