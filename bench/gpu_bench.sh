@@ -134,13 +134,16 @@ fi
 # a background write, sync save vs dd oflag=direct, load vs read; JSON to $OUT/ckpt-gpu.json.
 stage_ckpt() {
   log "ckpt: checkpoint_bench cuda"
-  ninja -C "$BUILD" -j16 checkpoint_bench > "$OUT/build-ckpt.log" 2>&1 \
+  ninja -C "$BUILD" -j16 checkpoint_bench railyard-ckpt railyard-train railyard-data \
+    > "$OUT/build-ckpt.log" 2>&1 \
     || { grep -E "error|FAILED" "$OUT/build-ckpt.log" | head -30; return 1; }
   local dir=${CKPT_DIR:-/tmp/ry-ckpt-bench}
   rm -rf "$dir"
   timeout 400 "$BUILD/bench/checkpoint_bench" --dir "$dir" --device cuda --precision bf16 \
     --batch 16 --repeat 3 --json "$OUT/ckpt-gpu.json" 2>&1 | tee "$OUT/ckpt-gpu.log"
   rm -rf "$dir"
+  log "ckpt: kill -9 during a background write of a GPU run, then resume"
+  timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$OUT/ckpt-gpu.log"
 }
 if has ckpt; then stage_ckpt; fi
 
