@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "dataset_checksum.hpp"
 #include "hdf5_handle.hpp"
 #include "railyard/checkpoint.hpp"
+#include "tensor_reader.hpp"
 
 namespace railyard {
 namespace {
@@ -23,10 +25,28 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+// Where a dataset's bytes lie in the file when they can be read raw (tensor_reader.hpp):
+// contiguous, unfiltered, little-endian like the host, exactly `bytes` long.
+std::optional<uint64_t> raw_offset(hid_t dset, hid_t type, size_t bytes) {
+  if (H5Tget_order(type) != H5T_ORDER_LE || H5Tget_order(H5T_NATIVE_FLOAT) != H5T_ORDER_LE) {
+    return std::nullopt;
+  }
+  Id dcpl = h5::check_plist(H5Dget_create_plist(dset), "dataset creation properties");
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0 ||
+      H5Dget_storage_size(dset) != bytes) {
+    return std::nullopt;
+  }
+  const haddr_t at = H5Dget_offset(dset);
+  if (at == HADDR_UNDEF) return std::nullopt;
+  return static_cast<uint64_t>(at);
+}
+
 // Reads dataset `name` (of `dims`, element class/size as given) into `out` and checks its
-// XXH3-64 against the stored attribute.
+// XXH3-64 against the stored attribute. With `defer`, a dataset whose bytes can be read raw is
+// only checked here and queued there, to be read and verified in bulk.
 void read_verified(hid_t file, const std::string& name, const std::vector<int64_t>& dims,
-                   H5T_class_t cls, size_t elem_bytes, hid_t mem_type, void* out) {
+                   H5T_class_t cls, size_t elem_bytes, hid_t mem_type, void* out,
+                   std::vector<TensorRead>* defer = nullptr) {
   if (!h5::link_exists(file, name)) throw std::runtime_error("missing dataset /" + name);
   Id dset = h5::check_dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "opening /" + name);
   Id type = h5::check_type(H5Dget_type(dset.get()), "type of /" + name);
@@ -47,18 +67,17 @@ void read_verified(hid_t file, const std::string& name, const std::vector<int64_
                              " checksum attribute");
   }
   const uint64_t stored = h5::read_attr_u64(dset.get(), ckpt_format::kChecksumAttr);
+  if (defer != nullptr && n > 0) {
+    if (auto at = raw_offset(dset.get(), type.get(), n * elem_bytes)) {
+      defer->push_back({"/" + name, *at, n * elem_bytes, out, stored});
+      return;
+    }
+  }
   if (n > 0) {
     check(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "reading /" + name);
   }
   const uint64_t computed = xxh3_64(out, n * elem_bytes);
-  if (computed != stored) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, " (stored %016llx, computed %016llx)",
-                  static_cast<unsigned long long>(stored),
-                  static_cast<unsigned long long>(computed));
-    throw std::runtime_error("checksum mismatch in dataset /" + name + buf +
-                             ": the file is damaged");
-  }
+  if (computed != stored) throw std::runtime_error(checksum_mismatch("/" + name, stored, computed));
 }
 
 std::vector<int64_t> read_dims_1d(hid_t file, const std::string& name) {
@@ -197,6 +216,7 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
     const char* group;
     std::vector<float>* data;
   };
+  std::vector<TensorRead> bulk;
   for (const Part& part : {Part{"params", &s.params}, Part{"adam/m", &s.m}, Part{"adam/v", &s.v}}) {
     if (!h5::link_exists(f, part.group)) {
       throw std::runtime_error(std::string("missing group /") + part.group);
@@ -207,7 +227,7 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
     check(H5Gget_info(group.get(), &info), std::string("listing /") + part.group);
     for (const TensorSpec& t : layout.tensors()) {
       read_verified(f, std::string(part.group) + "/" + t.name, t.shape, H5T_FLOAT, 4,
-                    H5T_NATIVE_FLOAT, part.data->data() + t.offset);
+                    H5T_NATIVE_FLOAT, part.data->data() + t.offset, &bulk);
     }
     if (info.nlinks != layout.tensors().size()) {
       throw std::runtime_error("/" + std::string(part.group) + " holds " +
@@ -215,6 +235,7 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
                                std::to_string(layout.tensors().size()));
     }
   }
+  read_tensors_verified(path, bulk);
   out.format_version = version;
   out.created_unix = h5::has_attr(f, "created_unix") ? h5::read_attr_f64(f, "created_unix") : 0;
   out.model = meta.model;

@@ -1,0 +1,79 @@
+#include "tensor_reader.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "dataset_checksum.hpp"
+
+namespace railyard {
+namespace {
+
+// Why tensor i failed, or "" when it verified.
+std::string read_one(int fd, const TensorRead& r) {
+  char* dst = static_cast<char*>(r.dst);
+  size_t done = 0;
+  while (done < r.bytes) {
+    const ssize_t n = ::pread(fd, dst + done, r.bytes - done, static_cast<off_t>(r.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return "reading dataset " + r.name + ": " + std::strerror(errno);
+    if (n == 0) {
+      return "dataset " + r.name + " ends past the end of the file (" +
+             std::to_string(r.bytes - done) + " bytes missing): the file is truncated";
+    }
+    done += static_cast<size_t>(n);
+  }
+  const uint64_t computed = xxh3_64(dst, r.bytes);
+  return computed == r.stored ? "" : checksum_mismatch(r.name, r.stored, computed);
+}
+
+}  // namespace
+
+std::string checksum_mismatch(const std::string& name, uint64_t stored, uint64_t computed) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " (stored %016llx, computed %016llx)",
+                static_cast<unsigned long long>(stored), static_cast<unsigned long long>(computed));
+  return "checksum mismatch in dataset " + name + buf + ": the file is damaged";
+}
+
+void read_tensors_verified(const std::string& path, const std::vector<TensorRead>& reads) {
+  if (reads.empty()) return;
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  const int fd = file.fd;
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  // Largest first, so the big embedding tables do not end up last on one thread.
+  std::vector<size_t> order(reads.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return reads[a].bytes > reads[b].bytes; });
+  std::vector<std::string> errors(reads.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < order.size();) {
+      errors[order[k]] = read_one(fd, reads[order[k]]);
+    }
+  };
+  const size_t nthreads =
+      std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::min<size_t>(8, reads.size()));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors) {
+    if (!e.empty()) throw std::runtime_error(e);
+  }
+}
+
+}  // namespace railyard
