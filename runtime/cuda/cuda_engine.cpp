@@ -12,13 +12,13 @@
 
 #include "adamw_kernels.hpp"
 #include "allocation_plan.hpp"
-#include "device_snapshot.hpp"
 #include "attention.hpp"
 #include "bias_grad_kernels.hpp"
 #include "convert_kernels.hpp"
 #include "cross_entropy_kernels.hpp"
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
+#include "device_snapshot.hpp"
 #include "dtype.hpp"
 #include "embedding_kernels.hpp"
 #include "gelu_kernels.hpp"
@@ -90,12 +90,19 @@ class CudaEngine final : public Engine {
   float optimizer_step(const AdamWParams& hp, float lr) override;
   void save_state(ModelState& out) override;
   std::shared_ptr<StateSnapshot> snapshot_state(bool training_continues) override;
-  std::string checkpoint_note() const override { return snapshots_->note(); }
+  std::string checkpoint_note() const override {
+    return sharded_state() && opts_.reserve_snapshot
+               ? "ckpt snapshot: none with --zero 1 on several ranks (the moments are gathered "
+                 "through host memory)"
+               : snapshots_->note();
+  }
   void load_state(const ModelState& in) override;
   std::pair<size_t, size_t> device_memory() const override;
 
  private:
   static constexpr bool kFp32 = std::is_same_v<T, float>;
+  // ZeRO-1 over several ranks: checkpoints gather the moments through host memory anyway.
+  bool sharded_state() const { return opts_.zero_stage == 1 && comm_.size() > 1; }
 
   void plan_memory();
   int check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
@@ -259,7 +266,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   // Last, so the reserve takes only what the plan, NCCL and cuBLASLt left (256 MiB spare).
   snapshots_ = std::make_unique<DeviceSnapshots>(
       device_, DeviceState{master_, m_, v_, total_, std::min(shard_begin_, state_end), state_end},
-      opts_.reserve_snapshot, size_t{256} << 20);
+      opts_.reserve_snapshot && !sharded_state(), size_t{256} << 20);
   RY_CUDA(cudaStreamSynchronize(stream_));
 }
 
