@@ -16,6 +16,11 @@ namespace railyard {
 
 enum class StateArray { kParams = 0, kM = 1, kV = 2 };
 
+// The checkpoint writer's staging: this many buffers of this size (an engine may allocate them
+// ahead, e.g. page-locked at start, so that the first save does not).
+constexpr size_t kStagingBuffers = 3;
+constexpr size_t kStagingBytes = size_t{64} << 20;
+
 class StateSnapshot {
  public:
   virtual ~StateSnapshot() = default;

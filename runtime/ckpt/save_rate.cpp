@@ -33,7 +33,7 @@ double measure_write_rate(const std::string& dir, size_t bytes) {
   try {
     DirectFile file(probe, /*try_direct=*/true);
     // Written like a save: the space reserved, 4096-aligned chunks, fsync at the end.
-    const size_t chunk = std::min<size_t>(n, size_t{64} << 20);
+    const size_t chunk = std::min<size_t>(n, kStagingBytes);
     std::unique_ptr<char, void (*)(void*)> mem(
         static_cast<char*>(std::aligned_alloc(DirectFile::kAlign, chunk)), &std::free);
     if (!mem) throw std::bad_alloc();

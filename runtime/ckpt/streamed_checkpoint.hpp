@@ -17,8 +17,8 @@
 namespace railyard {
 
 struct StreamOptions {
-  size_t chunk_bytes = size_t{64} << 20;  // a multiple of 4096
-  size_t buffers = 3;
+  size_t chunk_bytes = kStagingBytes;  // a multiple of 4096
+  size_t buffers = kStagingBuffers;
   bool try_direct = true;  // false: page cache only
 };
 

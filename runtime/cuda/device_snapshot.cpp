@@ -55,7 +55,11 @@ DeviceSnapshots::DeviceSnapshots(int device, const DeviceState& state, bool rese
     return;
   }
   reserve_ = DeviceBuffer(bytes());
-  note_ = "ckpt snapshot " + gb(bytes()) + " on device";
+  // Page-locked now: pinning on the writer thread during the first save could hold up the
+  // training thread's CUDA calls.
+  staging(kStagingBuffers, kStagingBytes);
+  note_ = "ckpt snapshot " + gb(bytes()) + " on device, " +
+          gb(kStagingBuffers * kStagingBytes) + " page-locked staging";
 }
 
 DeviceSnapshots::~DeviceSnapshots() {

@@ -285,7 +285,7 @@ int Trainer::run() {
     // A save streams the state from the device (or host) to the disk, the two overlapped: it
     // runs at the slower of the two rates, both measured now on this run's device and disk.
     std::shared_ptr<StateSnapshot> live = s.engine->snapshot_state(false);
-    const double copy_rate = live ? measure_copy_rate(*live, size_t{64} << 20) : 0;
+    const double copy_rate = live ? measure_copy_rate(*live, kStagingBytes) : 0;
     live.reset();
     if (rank == 0) {
       try {
