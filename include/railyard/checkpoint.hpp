@@ -38,7 +38,7 @@ struct CheckpointInfo {
 struct SaveResult {
   std::string path;
   uint64_t bytes = 0;
-  double seconds = 0;  // from the call until durable
+  double seconds = 0;      // from the call until durable
   bool direct_io = false;  // the tensors bypassed the page cache (O_DIRECT)
 };
 
@@ -66,6 +66,12 @@ double measure_write_rate(const std::string& dir, size_t bytes);
 // The copy out of a snapshot into its staging memory (device to pinned host on a GPU): the
 // first `bytes` of params; bytes/s.
 double measure_copy_rate(StateSnapshot& snap, size_t bytes);
+
+// The start-of-run warning when a save of `state_bytes` at the slower of the measured rates
+// (bytes/s; copy_rate 0: no device copy) would take longer than `budget_s`, naming the rates and
+// what to change; "" when it fits.
+std::string save_budget_warning(uint64_t state_bytes, double disk_rate, double copy_rate,
+                                const std::string& dir, double budget_s);
 
 class CheckpointStore {
  public:

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -61,6 +62,25 @@ double measure_copy_rate(StateSnapshot& snap, size_t bytes) {
   const auto t0 = std::chrono::steady_clock::now();
   snap.copy_out(StateArray::kParams, 0, n, buf);
   return static_cast<double>(n * sizeof(float)) / std::max(seconds_since(t0), 1e-9);
+}
+
+std::string save_budget_warning(uint64_t state_bytes, double disk_rate, double copy_rate,
+                                const std::string& dir, double budget_s) {
+  const double rate = copy_rate > 0 ? std::min(disk_rate, copy_rate) : disk_rate;
+  const double estimate = static_cast<double>(state_bytes) / std::max(rate, 1.0);
+  if (estimate <= budget_s) return "";
+  char device[64] = "";
+  if (copy_rate > 0) {
+    std::snprintf(device, sizeof device, " and %.1f MB/s out of the device", copy_rate / 1e6);
+  }
+  char msg[640];
+  std::snprintf(msg, sizeof msg,
+                "a checkpoint of %.1f MB takes about %.1f s at the measured %.1f MB/s of '%s'%s, "
+                "more than --save-budget %.1f s: a save on a signal may not finish within the "
+                "grace time (raise GraceTime / the --signal lead time, or use faster storage)",
+                static_cast<double>(state_bytes) / 1e6, estimate, disk_rate / 1e6, dir.c_str(),
+                device, budget_s);
+  return msg;
 }
 
 }  // namespace railyard

@@ -1,8 +1,6 @@
 #include "railyard/trainer.hpp"
 
-#include <fcntl.h>
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -291,23 +289,9 @@ int Trainer::run() {
       try {
         const double disk_rate =
             measure_write_rate(cfg_.ckpt_dir, std::min<uint64_t>(state_bytes, 64u << 20));
-        const double rate = copy_rate > 0 ? std::min(disk_rate, copy_rate) : disk_rate;
-        const double estimate = static_cast<double>(state_bytes) / rate;
-        if (estimate > cfg_.save_budget) {
-          char msg[640];
-          std::snprintf(msg, sizeof msg,
-                        "a checkpoint of %.1f MB takes about %.1f s at the measured %.1f MB/s of "
-                        "'%s'%s, more than --save-budget %.1f s: a save on a signal may not "
-                        "finish within the grace time (raise GraceTime / the --signal lead time, "
-                        "or use faster storage)",
-                        static_cast<double>(state_bytes) / 1e6, estimate, disk_rate / 1e6,
-                        cfg_.ckpt_dir.c_str(),
-                        copy_rate > 0
-                            ? (" and " + std::to_string(static_cast<int>(copy_rate / 1e6)) +
-                               " MB/s out of the device")
-                                  .c_str()
-                            : "",
-                        cfg_.save_budget);
+        const std::string msg =
+            save_budget_warning(state_bytes, disk_rate, copy_rate, cfg_.ckpt_dir, cfg_.save_budget);
+        if (!msg.empty()) {
           warn(msg);
           s.budget_warned = true;
         }

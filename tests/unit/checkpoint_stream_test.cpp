@@ -244,6 +244,18 @@ TEST(SaveRates, AreMeasuredAndLeaveNoProbe) {
   EXPECT_THROW(measure_write_rate(dir.path() + "/missing", 4096), std::system_error);
 }
 
+TEST(SaveRates, TheBudgetWarningUsesTheSlowerRate) {
+  // 1.5 GB: 1 s at 1.5 GB/s from the disk, but 3 s at 0.5 GB/s out of the device.
+  EXPECT_EQ(save_budget_warning(1500000000, 1.5e9, 0, "ck", 2.0), "");
+  const std::string w = save_budget_warning(1500000000, 1.5e9, 0.5e9, "ck", 2.0);
+  EXPECT_NE(w.find("takes about 3.0 s at the measured 1500.0 MB/s of 'ck' and 500.0 MB/s out "
+                   "of the device, more than --save-budget 2.0 s"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(save_budget_warning(1500000000, 0.5e9, 0, "ck", 2.0).find("about 3.0 s"),
+            std::string::npos);
+}
+
 TEST(SignalTime, TheFirstWatchedSignalIsTimedOnTheSteadyClock) {
   SignalWatcher w("USR2=exit");
   EXPECT_EQ(w.first_signal_time(), 0);
