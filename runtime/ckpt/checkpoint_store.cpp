@@ -18,6 +18,7 @@
 #include "hdf5_handle.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/mpi_comm.hpp"
 #include "railyard/durable_file.hpp"
 
 namespace railyard {

@@ -8,6 +8,7 @@
 #include "dataset_checksum.hpp"
 #include "hdf5_handle.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/mpi_comm.hpp"
 
 namespace railyard {
 namespace {
