@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "railyard/env.hpp"
+
 namespace railyard {
 namespace {
 
@@ -10,10 +12,10 @@ bool has_env(const char* name) {
 }
 
 int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
+  const auto v = env_value(name);
+  if (!v) return fallback;
   char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
+  long n = std::strtol(v->c_str(), &end, 10);
   return (end != nullptr && *end == '\0') ? static_cast<int>(n) : fallback;
 }
 

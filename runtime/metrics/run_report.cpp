@@ -4,8 +4,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <limits>
+
+#include "railyard/iso_time.hpp"
 
 namespace railyard {
 namespace {
@@ -350,13 +351,7 @@ class SvgWriter {
 };
 
 std::string utc(double unix_seconds) {
-  if (unix_seconds <= 0) return "";
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &tm);
-  return buffer;
+  return unix_seconds <= 0 ? "" : iso_time(unix_seconds);
 }
 
 std::string duration(double seconds) {

@@ -1,19 +1,20 @@
 // railyard-ckpt: list, verify, inspect and export railyard checkpoints (docs/checkpoint-format.md).
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "railyard/checkpoint.hpp"
+#include "railyard/exit_code.hpp"
+#include "railyard/iso_time.hpp"
 #include "railyard/safetensors_export.hpp"
 
 namespace {
 
-constexpr int kOk = 0;
-constexpr int kInvalid = 1;  // a checkpoint that does not verify, or a failed export
-constexpr int kUsage = 2;
+using railyard::exit_code::kOk;
+using railyard::exit_code::kUsage;
+constexpr int kInvalid = railyard::exit_code::kFailure;  // does not verify, or export failed
 
 const char* kUsageText =
     "usage: railyard-ckpt list DIR\n"
@@ -32,15 +33,6 @@ int usage(const std::string& why) {
   return kUsage;
 }
 
-std::string utc_time(double unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 int cmd_list(const std::string& dir) {
   const auto infos = railyard::list_checkpoints(dir);
   if (infos.empty()) {
@@ -50,7 +42,7 @@ int cmd_list(const std::string& dir) {
   std::printf("%10s  %-20s  %12s  %s\n", "STEP", "TIME (UTC)", "BYTES", "STATUS");
   for (const auto& i : infos) {
     std::printf("%10lld  %-20s  %12llu  %s\n", static_cast<long long>(i.step),
-                utc_time(i.mtime).c_str(), static_cast<unsigned long long>(i.bytes),
+                railyard::iso_time(i.mtime).c_str(), static_cast<unsigned long long>(i.bytes),
                 i.valid ? "valid" : ("INVALID: " + i.error).c_str());
   }
   return kOk;
@@ -96,7 +88,7 @@ int cmd_inspect(const std::string& path) {
               static_cast<unsigned long long>(p.loader.seed),
               static_cast<unsigned long long>(p.loader.epoch),
               static_cast<unsigned long long>(p.loader.cursor));
-  std::printf("created         %s\n", utc_time(c.created_unix).c_str());
+  std::printf("created         %s\n", railyard::iso_time(c.created_unix).c_str());
   std::printf("model           vocab=%d padded_vocab=%d max_seq=%d layers=%d heads=%d dim=%d\n",
               m.vocab, m.padded_vocab, m.max_seq, m.layers, m.heads, m.dim);
   std::printf("rng_state       %zu words\n", p.rng_state.size());

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "railyard/exit_code.hpp"
 #include "railyard/token_dataset.hpp"
 
 namespace po = boost::program_options;
@@ -20,7 +21,7 @@ using railyard::TokenDataset;
 
 namespace {
 
-constexpr int kUsage = 2;
+using railyard::exit_code::kUsage;
 
 const char* kUsageText =
     "Usage:\n"

@@ -15,6 +15,7 @@
 
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/contract_env.hpp"
 #include "railyard/data_loader.hpp"
 #include "railyard/lr_schedule.hpp"
 #include "railyard/preempt.hpp"
@@ -69,8 +70,8 @@ std::string binding_line(const Communicator& comm) {
     std::string name = kv.substr(0, kv.find('='));
     if (name == "CUDA_VISIBLE_DEVICES") {
       vars.push_back(kv);
-    } else if (name.rfind("RAILYARD_", 0) == 0) {
-      std::string option = name.substr(9);
+    } else if (name.starts_with(contract_env::kPrefix)) {
+      std::string option = name.substr(sizeof contract_env::kPrefix - 1);
       for (char& ch : option) ch = ch == '_' ? '-' : static_cast<char>(std::tolower(ch));
       if (std::find(options.begin(), options.end(), option) == options.end()) vars.push_back(kv);
     }

@@ -41,6 +41,7 @@ RULES = {
     "railyard_cuda_engine": [(MPI, "MPI"), (HDF5, "HDF5"), (SLURM, "Slurm"), (SPANK, "spank.h")],
     "railyard_comm": [(NCCL, "NCCL"), (HDF5, "HDF5"), (SPANK, "spank.h")],
     "railyard_nccl_comm": [(HDF5, "HDF5"), (SPANK, "spank.h")],
+    "railyard_hdf5_io": [(NCCL, "NCCL"), (SPANK, "spank.h")],
     "railyard_data": [(NCCL, "NCCL"), (SPANK, "spank.h")],
     "railyard_ckpt": [(NCCL, "NCCL"), (SPANK, "spank.h")],
     "railyard_preempt": [(NCCL, "NCCL"), (HDF5, "HDF5"), (SPANK, "spank.h")],
@@ -51,7 +52,7 @@ RULES = {
     "railyard_plugin_core": [(SLURM, "Slurm"), (MPI, "MPI"), (HDF5, "HDF5")],
 }
 # Layers that must exist in every build (the CUDA ones only where CUDA is built).
-ALWAYS = {"railyard_model", "railyard_optim", "railyard_engine", "railyard_comm", "railyard_data",
+ALWAYS = {"railyard_util", "railyard_hdf5_io", "railyard_model", "railyard_optim", "railyard_engine", "railyard_comm", "railyard_data",
           "railyard_ckpt", "railyard_preempt", "railyard_metrics", "railyard_train",
           "railyard_plugin_core"}
 # Headers whose absence from a layer's include path the build itself guarantees.
