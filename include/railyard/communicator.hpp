@@ -33,7 +33,15 @@ class Communicator {
   void allreduce_sum(double* data, size_t n);
   int64_t allreduce_max(int64_t v);
   int64_t allreduce_min(int64_t v);
+  // Bitwise OR over ranks, in place (e.g. values that exactly one rank knows, zero elsewhere).
+  void allreduce_or(uint64_t* data, size_t n);
+  // Every rank's `mine` (the same count on every rank), concatenated in rank order, everywhere.
+  std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine);
   void broadcast(void* data, size_t bytes, int root);
+  // Point to point: a send matches the recv of the same size and tag on its peer; large
+  // buffers go in chunks. Tags are below 32767 (the smallest upper bound MPI allows).
+  void send(const void* data, size_t bytes, int dest, int tag);
+  void recv(void* data, size_t bytes, int source, int tag);
   void barrier();
   // Every rank's string, in rank order, on `root` (empty elsewhere): for logging bindings.
   std::vector<std::string> gather_strings(const std::string& mine, int root);

@@ -98,6 +98,43 @@ int64_t Communicator::allreduce_min(int64_t v) {
   return v;
 }
 
+void Communicator::allreduce_or(uint64_t* data, size_t n) {
+  for (size_t off = 0; off < n; off += kMaxChunk / sizeof(uint64_t)) {
+    int count = static_cast<int>(std::min(kMaxChunk / sizeof(uint64_t), n - off));
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_UINT64_T, MPI_BOR, mpi_->comm),
+          "MPI_Allreduce(bor)");
+  }
+}
+
+std::vector<uint64_t> Communicator::allgather(const std::vector<uint64_t>& mine) {
+  if (mine.size() > kMaxChunk / sizeof(uint64_t) / static_cast<size_t>(size_)) {
+    throw std::invalid_argument("Communicator::allgather: too many values per rank");
+  }
+  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(size_));
+  const int count = static_cast<int>(mine.size());
+  check(
+      MPI_Allgather(mine.data(), count, MPI_UINT64_T, all.data(), count, MPI_UINT64_T, mpi_->comm),
+      "MPI_Allgather");
+  return all;
+}
+
+void Communicator::send(const void* data, size_t bytes, int dest, int tag) {
+  const auto* p = static_cast<const char*>(data);
+  for (size_t off = 0; off < bytes; off += kMaxChunk) {
+    int count = static_cast<int>(std::min(kMaxChunk, bytes - off));
+    check(MPI_Send(p + off, count, MPI_BYTE, dest, tag, mpi_->comm), "MPI_Send");
+  }
+}
+
+void Communicator::recv(void* data, size_t bytes, int source, int tag) {
+  auto* p = static_cast<char*>(data);
+  for (size_t off = 0; off < bytes; off += kMaxChunk) {
+    int count = static_cast<int>(std::min(kMaxChunk, bytes - off));
+    check(MPI_Recv(p + off, count, MPI_BYTE, source, tag, mpi_->comm, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+  }
+}
+
 void Communicator::broadcast(void* data, size_t bytes, int root) {
   auto* p = static_cast<char*>(data);
   for (size_t off = 0; off < bytes; off += kMaxChunk) {
