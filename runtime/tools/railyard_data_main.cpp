@@ -1,7 +1,7 @@
 // railyard-data: make and inspect token datasets for railyard-train (docs/training.md).
 //   railyard-data text FILE... -o OUT.h5         byte-level tokens, vocab 256
 //   railyard-data synthetic --tokens N --vocab V [--seed S] -o OUT.h5
-//   railyard-data from-bin SHARD... -o OUT.h5    llm.c .bin shards -> one HDF5 file
+//   railyard-data from-bin SHARD... -o OUT.h5    llm.c .bin shards / .npy arrays -> one HDF5
 //   railyard-data inspect FILE...
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -27,7 +27,8 @@ const char* kUsageText =
     "  railyard-data text FILE... -o OUT.h5        bytes of the files as tokens (vocab 256)\n"
     "  railyard-data synthetic --tokens N --vocab V [--seed S] -o OUT.h5\n"
     "                                              uniformly random tokens\n"
-    "  railyard-data from-bin SHARD... -o OUT.h5   llm.c .bin shards, concatenated\n"
+    "  railyard-data from-bin SHARD... -o OUT.h5   llm.c .bin shards or NumPy .npy arrays\n"
+    "                                              (1-D '<u2'/'<u4'), concatenated\n"
     "  railyard-data inspect FILE...               format, size, vocabulary, unigram entropy\n";
 
 struct Args {
@@ -109,8 +110,8 @@ int from_bin(const Args& a) {
   int vocab = 0;
   for (size_t i = 0; i < a.files.size(); ++i) {
     TokenDataset d({a.files[i]});  // one at a time: each shard is checked, then released
-    if (d.files()[0].format != "llmc-bin") {
-      throw DataError("from-bin '" + a.files[i] + "': not an llm.c .bin shard");
+    if (d.files()[0].format == "hdf5") {
+      throw DataError("from-bin '" + a.files[i] + "': not an llm.c .bin shard or .npy array");
     }
     std::vector<int32_t> part(d.size());
     d.read(0, part);
