@@ -3,8 +3,8 @@
 // given. Formats: HDF5 with a 1-D `/tokens` dataset (uint16 or uint32) and a `vocab_size`
 // attribute (on the dataset or the file root), and llm.c `.bin` shards (256 int32 header:
 // magic 20240520, version 1, token count; then uint16 tokens; GPT-2 vocabulary, 50257), and
-// NumPy .npy 1-D arrays of little-endian uint16/uint32 (no declared vocabulary: GPT-2's 50257
-// when every token is below it, else the largest token + 1).
+// NumPy .npy 1-D arrays of little-endian uint16/uint32 (no declared vocabulary: the largest
+// token + 1).
 //
 // Files are validated when opened (empty, truncated, tokens outside the declared vocabulary)
 // and then mapped or loaded into memory, so reading calls no HDF5 function: the checkpoint

@@ -140,11 +140,12 @@ TokenDataset::TokenDataset(const std::vector<std::string>& paths) {
     uint32_t mx = 0;
     for (size_t i = 0; i < src->count; ++i) mx = std::max(mx, src->at(i));
     info.max_token = mx;
-    // A .npy array declares no vocabulary: GPT-2's when its tokens fit, else the largest + 1.
+    // A .npy array declares no vocabulary: the largest token + 1 (--vocab can say more).
     if (info.format == "npy") {
-      if (mx >= static_cast<uint32_t>(INT32_MAX))
+      if (mx >= static_cast<uint32_t>(INT32_MAX)) {
         fail(path, "holds token " + std::to_string(mx) + ", above 2^31 - 2");
-      info.vocab = std::max(kGpt2Vocab, static_cast<int>(mx) + 1);
+      }
+      info.vocab = static_cast<int>(mx) + 1;
     }
     info.tokens = src->count;
     info.token_bytes = src->token_bytes;
