@@ -235,4 +235,13 @@ text = tmp / "text.h5"
 run([DATA, "text", tmp / "ascii.txt", "-o", text])
 err = broken("bytes", tokens=text, vocab_size=200)
 check("--data declares vocab_size 256, --init-from's config.json has vocab_size 200" in err, err)
+
+# A byte-level model prints text: the prompt, then the continuation.
+ck3 = tmp / "ck_text"
+train(["--data", text, *SHAPE, "--steps", 3, "--ckpt-dir", ck3, "--log-every", 0])
+out = subprocess.run([str(CKPT), "sample", str(ck3 / "ckpt-00000003.h5"), "--prompt", "the ",
+                      "--tokens", "12", "--temperature", "0"], capture_output=True, check=True).stdout
+check(out.startswith(b"the ") and len(out) == 4 + 12 + 1, f"byte-level sample printed {out!r}")
+err = run([CKPT, "sample", ckpt, "--prompt", "the "], expect=1).stderr
+check("--prompt-ids" in err and "vocab 300" in err, err)
 print("ok")
