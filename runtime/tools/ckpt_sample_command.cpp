@@ -1,11 +1,14 @@
 // railyard-ckpt sample: text (or token ids) generated on the CPU from a checkpoint or a
 // Hugging Face GPT-2 directory; optionally the prompt's logits as .npy for comparisons.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ckpt_commands.hpp"
@@ -32,13 +35,26 @@ struct SampleArgs {
 constexpr int kByteVocab = 256;
 constexpr int kGpt2Vocab = 50257;
 
+// The whole of `text` as a T (an integer type or double), else an error naming the option.
 template <typename T>
 T number(const std::string& option, const std::string& text) {
   try {
     size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && static_cast<double>(static_cast<T>(v)) == v)
-      return static_cast<T>(v);
+    if constexpr (std::is_floating_point_v<T>) {
+      const double v = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(v)) return v;
+    } else if constexpr (std::is_unsigned_v<T>) {
+      const unsigned long long v = std::stoull(text, &used);
+      if (used == text.size() && text[0] != '-' && v <= std::numeric_limits<T>::max()) {
+        return static_cast<T>(v);
+      }
+    } else {
+      const long long v = std::stoll(text, &used);
+      if (used == text.size() && v >= std::numeric_limits<T>::min() &&
+          v <= std::numeric_limits<T>::max()) {
+        return static_cast<T>(v);
+      }
+    }
   } catch (const std::exception&) {
   }
   throw std::invalid_argument(option + " needs a number (got '" + text + "')");
@@ -82,6 +98,7 @@ SampleArgs parse(const std::vector<std::string>& args) {
     throw std::invalid_argument("sample needs exactly one of --prompt TEXT and --prompt-ids");
   }
   if (a.opts.top_k < 0) throw std::invalid_argument("--top-k must be 0 (off) or positive");
+  if (a.opts.tokens < 0) throw std::invalid_argument("--tokens must be 0 or positive");
   return a;
 }
 
