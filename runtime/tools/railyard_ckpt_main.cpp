@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ const char* kUsageText =
     "usage: railyard-ckpt list DIR\n"
     "       railyard-ckpt verify FILE\n"
     "       railyard-ckpt inspect FILE\n"
-    "       railyard-ckpt export FILE --format safetensors -o OUT\n"
+    "       railyard-ckpt export FILE --format safetensors -o OUT [--force]\n"
     "       railyard-ckpt export FILE --format hf -o DIR [--force]\n";
 const char* kUsageDetails =
     "\n"
@@ -160,6 +161,10 @@ int cmd_export(const std::vector<std::string>& args) {
     if (format == "hf") {
       railyard::export_hf_directory(c, out, force);
     } else {
+      std::error_code ec;
+      if (!force && std::filesystem::exists(std::filesystem::symlink_status(out, ec))) {
+        throw std::runtime_error(out + " exists; pass --force to overwrite it");
+      }
       railyard::export_safetensors(c, out);
     }
     std::printf("exported %s (step %lld) to %s\n", file.c_str(),

@@ -200,6 +200,10 @@ p = run([CKPT, "export", ck / "ckpt-00000013.h5", "--format", "hf", "-o", hf], e
 check("--force" in p.stderr and (hf / "model.safetensors").read_bytes() == before,
       f"overwrote without --force: {p.stderr}")
 run([CKPT, "export", ck / "ckpt-00000013.h5", "--format", "hf", "-o", hf, "--force"])
+st = tmp / "plain.safetensors"
+st.write_text("keep me")
+run([CKPT, "export", ckpt, "--format", "safetensors", "-o", st], expect=1)
+check(st.read_text() == "keep me", "the safetensors export overwrote a file without --force")
 check((hf / "model.safetensors").read_bytes() != before, "--force did not overwrite")
 
 _, err, _ = train(["--data", data, "--init-from", hf, "--layers", 3, "--device", "cpu",
