@@ -34,6 +34,9 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build-gpu")
 ap.add_argument("--out", default="/tmp/railyard-bench")
 args = ap.parse_args()
+# railyard-train starts MPI as a singleton; the GPU machine runs everything as root.
+os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
 tools = pathlib.Path(args.build) / "runtime" / "tools"
 work = pathlib.Path(args.out) / "hf_check"
 shutil.rmtree(work, ignore_errors=True)
