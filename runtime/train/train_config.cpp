@@ -156,6 +156,11 @@ std::vector<std::string> expand(const std::vector<std::string>& patterns, const 
 // --init-from: the model's shape is the directory's; an option given that says otherwise is
 // an error naming both values.
 void apply_init_from(TrainConfig& c, const po::variables_map& vm) {
+  std::error_code ec;
+  if (!std::filesystem::exists(c.init_from, ec)) {
+    throw UsageError("--init-from: '" + c.init_from +
+                     "' does not exist (a Hugging Face GPT-2 directory or its model.safetensors)");
+  }
   HfGpt2Config h;
   try {
     h = read_hf_config(c.init_from);

@@ -92,6 +92,8 @@ TEST_F(TrainInitFrom, RefusesWhatIsNotGpt2) {
             std::string::npos);
   fs::remove(dir_ / "hf" / "config.json");
   EXPECT_NE(usage_error({}).find("config.json cannot be read"), std::string::npos);
+  fs::remove_all(dir_ / "hf");
+  EXPECT_NE(usage_error({}).find("hf' does not exist"), std::string::npos);
 }
 
 }  // namespace
