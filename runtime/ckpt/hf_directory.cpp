@@ -116,6 +116,14 @@ HfGpt2Config read_hf_config(const std::string& path) {
 
 std::vector<float> read_hf_params(const std::string& path, const GptConfig& cfg) {
   const std::string weights = hf_paths(path).weights;
+  std::error_code ec;
+  if (!fs::is_regular_file(weights, ec)) {
+    throw std::invalid_argument(
+        weights +
+        " does not exist: railyard reads one safetensors file (not pytorch_model.bin "
+        "nor a sharded model.safetensors.index.json); write it with "
+        "model.save_pretrained(DIR, safe_serialization=True, max_shard_size=\"100GB\")");
+  }
   SafetensorsReader reader(weights);
   const SafetensorsHeader& h = reader.header();
   const ParamLayout layout = gpt_param_layout(cfg);
