@@ -7,7 +7,8 @@ only (the safetensors format parsed by hand); every tensor must have transformer
 shape and Conv1D orientation, and equal the checkpoint's parameter. An independent NumPy GPT-2
 forward on those weights must give railyard's logits (`railyard-ckpt sample --dump-logits`)
 within fp32 tolerance, and its mean loss on a one-batch .npy token file must equal the step-0
-loss of `railyard-train --init-from DIR`. Also: sampling is deterministic and the same from the
+loss of `railyard-train --init-from DIR`, as must the loss from railyard's own logits of the
+checkpoint. Also: sampling is deterministic and the same from the
 checkpoint and the directory; a checkpoint to resume wins over --init-from; no overwrite without
 --force; contradicting options, a non-GPT-2 config and a shape that does not fit are refused
 naming the field and both values."""
@@ -183,9 +184,20 @@ _, _, rec = train(["--data", npy, "--init-from", hf, "--device", "cpu", "--seq",
 step0 = [r["loss"] for r in rec if r["type"] == "step"][0]
 want = mean_loss(W, batch_tokens.astype(np.int64))
 check(abs(step0 - want) < 1e-5 * want, f"--init-from step-0 loss {step0}, NumPy {want}")
+# The same loss from railyard's forward on the checkpoint itself (its logits, dumped).
+ck_loss = 0.0
+for i in range(B):
+    seq = batch_tokens[i * T:(i + 1) * T + 1].astype(np.int64)
+    run([CKPT, "sample", ckpt, "--prompt-ids", ",".join(map(str, seq[:-1])), "--tokens", 0,
+         "--dump-logits", tmp / f"seq{i}.npy"])
+    z = np.load(tmp / f"seq{i}.npy").astype(np.float64)
+    z -= z.max(-1, keepdims=True)
+    ck_loss -= (z[np.arange(T), seq[1:]] - np.log(np.exp(z).sum(-1))).sum()
+ck_loss /= B * T
+check(abs(step0 - ck_loss) < 1e-6 * ck_loss, f"--init-from step-0 loss {step0}, checkpoint {ck_loss}")
 init = [r["detail"] for r in rec if r["type"] == "run" and r["kind"] == "init"]
 check(init and "weights from" in init[0], f"no init event: {rec}")
-print(f"step-0 loss: railyard {step0:.7f}, numpy {want:.7f}")
+print(f"step-0 loss: --init-from {step0:.7f}, checkpoint {ck_loss:.7f}, numpy {want:.7f}")
 
 # A checkpoint to resume wins over --init-from, and the log says so.
 _, _, rec = train(["--data", data, "--init-from", hf, "--device", "cpu", "--seq", T,
