@@ -98,15 +98,16 @@ HfPaths hf_paths(const std::string& path) {
 
 HfGpt2Config read_hf_config(const std::string& path) {
   const std::string config = hf_paths(path).config;
+  std::error_code ec;
+  const auto size = fs::file_size(config, ec);
   std::ifstream in(config, std::ios::binary);
-  if (!in) {
-    throw std::invalid_argument(config +
-                                " cannot be read (a Hugging Face GPT-2 directory holds "
+  if (ec || !in) {
+    throw std::invalid_argument(config + " cannot be read (a Hugging Face GPT-2 directory holds "
                                 "config.json and model.safetensors)");
   }
+  if (size > (1u << 20)) throw std::invalid_argument(config + " is over 1 MiB");
   std::ostringstream text;
   text << in.rdbuf();
-  if (text.str().size() > (1u << 20)) throw std::invalid_argument(config + " is over 1 MiB");
   try {
     return parse_hf_gpt2_config(text.str());
   } catch (const std::invalid_argument& e) {
