@@ -78,7 +78,7 @@ def load(directory):
     tlog.addHandler(handler)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, info = GPT2LMHeadModel.from_pretrained(directory, output_loading_info=True)
+        model, info = GPT2LMHeadModel.from_pretrained(str(directory), output_loading_info=True)
     tlog.removeHandler(handler)
     messages = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
     messages += [str(w.message) for w in caught]
@@ -153,7 +153,7 @@ torch.manual_seed(3)
 fresh = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=T, n_embd=D, n_layer=L, n_head=H,
                                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)).eval()
 saved = work / "hf_saved"
-fresh.save_pretrained(saved)
+fresh.save_pretrained(str(saved))
 want = hf_loss(fresh, batch)
 got = step0(saved, work / "batch.npy", "cpu", "saved")
 check("save_pretrained_step0_loss", abs(got - want) < 1e-5 * want, railyard=got,
