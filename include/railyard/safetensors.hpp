@@ -57,8 +57,9 @@ class SafetensorsReader {
   explicit SafetensorsReader(const std::string& path);
   const SafetensorsHeader& header() const { return header_; }
   const std::string& path() const { return path_; }
-  // Reads an F32 tensor into `out` (resized to its element count). Throws std::runtime_error
-  // for another dtype (naming it and how to convert) or a failed read.
+  // Reads an F32, BF16 or F16 tensor into `out` as fp32 (exactly; resized to its element
+  // count). Throws std::runtime_error for another dtype (naming it and how to convert) or a
+  // failed read.
   void read_f32(const SafetensorsEntry& e, std::vector<float>& out);
 
  private:

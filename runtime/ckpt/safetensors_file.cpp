@@ -187,17 +187,53 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
   }
 }
 
-void SafetensorsReader::read_f32(const SafetensorsEntry& e, std::vector<float>& out) {
-  if (e.dtype != "F32") {
-    throw std::runtime_error(
-        "'" + path_ + "': tensor '" + e.name + "' is " + e.dtype +
-        "; only F32 is read (save the model in float32, e.g. model.float().save_pretrained(DIR))");
+namespace {
+
+// IEEE binary16 to binary32, exactly (every half value is a float).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf, nan
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;  // +-0
+  } else {
+    // Subnormal: shift the mantissa up to normal form.
+    exp = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
   }
-  out.resize((e.end - e.begin) / sizeof(float));
+  return std::bit_cast<float>(bits);
+}
+
+}  // namespace
+
+void SafetensorsReader::read_f32(const SafetensorsEntry& e, std::vector<float>& out) {
+  const bool f32 = e.dtype == "F32", bf16 = e.dtype == "BF16", f16 = e.dtype == "F16";
+  if (!f32 && !bf16 && !f16) {
+    throw std::runtime_error("'" + path_ + "': tensor '" + e.name + "' is " + e.dtype +
+                             "; railyard reads F32, BF16 and F16 (save the model in float32, e.g. "
+                             "model.float().save_pretrained(DIR))");
+  }
+  const uint64_t bytes = e.end - e.begin;
+  std::vector<uint16_t> narrow(f32 ? 0 : bytes / 2);
+  out.resize(f32 ? bytes / sizeof(float) : narrow.size());
   in_.clear();
   in_.seekg(static_cast<std::streamoff>(header_.data_start + e.begin));
-  in_.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(e.end - e.begin));
+  in_.read(f32 ? reinterpret_cast<char*>(out.data()) : reinterpret_cast<char*>(narrow.data()),
+           static_cast<std::streamsize>(bytes));
   if (!in_) throw std::runtime_error("'" + path_ + "': reading tensor '" + e.name + "' failed");
+  for (size_t i = 0; i < narrow.size(); ++i) {
+    // bfloat16 is the top half of a float; both widenings are exact.
+    out[i] = bf16 ? std::bit_cast<float>(static_cast<uint32_t>(narrow[i]) << 16)
+                  : half_to_float(narrow[i]);
+  }
 }
 
 }  // namespace railyard

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -65,6 +66,27 @@ TEST(Safetensors, WriteReadRoundTrip) {
   EXPECT_EQ(got, a);
   r.read_f32(*r.header().find("b.bias"), got);
   EXPECT_EQ(got, b);
+  fs::remove(p);
+}
+
+TEST(Safetensors, WidensHalfPrecisionExactly) {
+  // 1.0, -2.5, the smallest subnormal, 65504 (largest half), +inf; bf16 1.0 and -0.15625.
+  const std::vector<uint16_t> f16 = {0x3c00, 0xc100, 0x0001, 0x7bff, 0x7c00};
+  const std::vector<uint16_t> bf16 = {0x3f80, 0xbe20};
+  std::string json = R"({"h": {"dtype": "F16", "shape": [5], "data_offsets": [0, 10]},)"
+                     R"( "b": {"dtype": "BF16", "shape": [2], "data_offsets": [10, 14]}})";
+  std::string bytes = safetensors_bytes(json, 0);
+  bytes.append(reinterpret_cast<const char*>(f16.data()), 10);
+  bytes.append(reinterpret_cast<const char*>(bf16.data()), 4);
+  const std::string p = temp_path("half.safetensors");
+  std::ofstream(p, std::ios::binary) << bytes;
+  SafetensorsReader r(p);
+  std::vector<float> got;
+  r.read_f32(*r.header().find("h"), got);
+  EXPECT_EQ(got, (std::vector<float>{1.0f, -2.5f, std::ldexp(1.0f, -24), 65504.0f,
+                                     std::numeric_limits<float>::infinity()}));
+  r.read_f32(*r.header().find("b"), got);
+  EXPECT_EQ(got, (std::vector<float>{1.0f, -0.15625f}));
   fs::remove(p);
 }
 
