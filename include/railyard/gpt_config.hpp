@@ -23,6 +23,10 @@ struct GptConfig {
   double flops_per_token(int seq) const;
 };
 
+// The embedding rows railyard-train uses for a vocabulary: rounded up to a multiple of 128
+// (GPT-2: 50257 -> 50304), so the LM-head matrix products run on aligned shapes.
+int padded_vocab_for(int vocab);
+
 // Tensor names and shapes, in this order:
 //   wte [padded_vocab, dim] (tied LM head), wpe [max_seq, dim],
 //   per layer l: h.l.ln1.weight [dim], h.l.ln1.bias [dim],

@@ -25,6 +25,10 @@ struct TrainConfig {
   int dim = 256;
   int seq = 256;
   int vocab = 0;  // 0: the data's vocab_size
+  // A Hugging Face GPT-2 directory (or its model.safetensors) to start from; its config.json
+  // sets layers, heads, dim, vocab and the position rows (a checkpoint to resume wins).
+  std::string init_from;
+  int positions = 0;  // position-embedding rows: n_positions of --init-from; 0: --seq
   // schedule and optimizer
   int64_t steps = 1000;
   int batch = 8;  // sequences per rank per micro-step

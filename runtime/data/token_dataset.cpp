@@ -14,6 +14,8 @@
 
 #include "hdf5_handle.hpp"
 
+#include "railyard/npy_array.hpp"
+
 namespace railyard {
 namespace {
 
@@ -33,6 +35,13 @@ bool starts_with_hdf5_signature(const std::string& path) {
   char sig[8] = {};
   f.read(sig, sizeof sig);
   return f.gcount() == 8 && std::memcmp(sig, "\x89HDF\r\n\x1a\n", 8) == 0;
+}
+
+bool starts_with_npy_magic(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char sig[6] = {};
+  f.read(sig, sizeof sig);
+  return f.gcount() == 6 && std::memcmp(sig, "\x93NUMPY", 6) == 0;
 }
 
 }  // namespace
@@ -83,6 +92,7 @@ namespace {
 
 std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, TokenFileInfo& info);
 std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info);
+std::unique_ptr<TokenDataset::Source> open_npy(const std::string& path, TokenFileInfo& info);
 
 }  // namespace
 
@@ -95,12 +105,20 @@ TokenDataset::TokenDataset(const std::vector<std::string>& paths) {
     }
     TokenFileInfo info;
     info.path = path;
-    std::unique_ptr<Source> src =
-        starts_with_hdf5_signature(path) ? open_hdf5(path, info) : open_llmc_bin(path, info);
+    std::unique_ptr<Source> src = starts_with_hdf5_signature(path) ? open_hdf5(path, info)
+                                  : starts_with_npy_magic(path)    ? open_npy(path, info)
+                                                                   : open_llmc_bin(path, info);
     if (src->count == 0) fail(path, "holds no tokens (empty dataset)");
     uint32_t mx = 0;
     for (size_t i = 0; i < src->count; ++i) mx = std::max(mx, src->at(i));
     info.max_token = mx;
+    // A .npy array declares no vocabulary: the largest token + 1 (--vocab can say more).
+    if (info.format == "npy") {
+      if (mx >= static_cast<uint32_t>(INT32_MAX)) {
+        fail(path, "holds token " + std::to_string(mx) + ", above 2^31 - 2");
+      }
+      info.vocab = static_cast<int>(mx) + 1;
+    }
     info.tokens = src->count;
     info.token_bytes = src->token_bytes;
     if (mx >= static_cast<uint32_t>(info.vocab)) {
@@ -183,6 +201,34 @@ std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, Tok
   src->token_bytes = 2;
   src->count = count;
   if (count > 0) src->map_file(path, sizeof header, 2 * count);
+  return src;
+}
+
+std::unique_ptr<TokenDataset::Source> open_npy(const std::string& path, TokenFileInfo& info) {
+  info.format = "npy";
+  const uint64_t size = std::filesystem::file_size(path);
+  std::string head(static_cast<size_t>(std::min<uint64_t>(size, kNpyMaxHeader + 12)), '\0');
+  std::ifstream f(path, std::ios::binary);
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  if (f.gcount() != static_cast<std::streamsize>(head.size())) fail(path, "cannot be read");
+  NpyArray a;
+  try {
+    a = parse_npy_header(head, size);
+  } catch (const std::invalid_argument& e) {
+    fail(path, e.what());
+  }
+  if (a.shape.size() != 1) {
+    fail(path, "is a " + std::to_string(a.shape.size()) + "-D array; token arrays must be 1-D");
+  }
+  if (a.descr != "<u2" && a.descr != "<u4") {
+    fail(path, "has dtype '" + a.descr +
+                   "'; token arrays must be little-endian uint16 or uint32 ('<u2', '<u4'): "
+                   "save arr.astype(np.uint16) or np.uint32");
+  }
+  auto src = std::make_unique<TokenDataset::Source>();
+  src->token_bytes = a.item_bytes;
+  src->count = static_cast<size_t>(a.count);
+  if (a.count > 0) src->map_file(path, a.data_offset, a.count * a.item_bytes);
   return src;
 }
 

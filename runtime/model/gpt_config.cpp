@@ -81,6 +81,10 @@ double GptConfig::flops_per_token(int seq) const {
   return 6.0 * params + 6.0 * L * C * seq;
 }
 
+int padded_vocab_for(int vocab) {
+  return (vocab + 127) / 128 * 128;
+}
+
 ParamLayout gpt_param_layout(const GptConfig& cfg) {
   cfg.validate();
   const int64_t C = cfg.dim;

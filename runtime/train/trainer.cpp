@@ -17,6 +17,7 @@
 #include "railyard/communicator.hpp"
 #include "railyard/contract_env.hpp"
 #include "railyard/data_loader.hpp"
+#include "railyard/hf_directory.hpp"
 #include "railyard/lr_schedule.hpp"
 #include "railyard/preempt.hpp"
 #include "railyard/token_dataset.hpp"
@@ -30,12 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The embedding rows: the vocabulary rounded up to a multiple of 128 (GPT-2: 50257 -> 50304),
-// so the LM-head matrix products run on aligned shapes.
-int padded_vocab(int vocab) {
-  return (vocab + 127) / 128 * 128;
 }
 
 // This process's CPU affinity as a list like "0-3,8".
@@ -85,6 +80,22 @@ std::string signal_name(int sig) {
   if (sig <= 0) return "";
   const char* abbrev = sigabbrev_np(sig);
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// Starts the engine from a Hugging Face GPT-2 directory's weights with fresh AdamW moments.
+// Every rank reads the files, so a bad file fails every rank alike.
+void init_from_hf(Engine& engine, const GptConfig& model, const std::string& path) {
+  ModelState st;
+  try {
+    st.params = read_hf_params(path, model);
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("--init-from: ") + e.what());
+  }
+  st.m.assign(st.params.size(), 0.0f);
+  st.v.assign(st.params.size(), 0.0f);
+  st.shard_begin = 0;
+  st.shard_end = st.params.size();
+  engine.load_state(st);
 }
 
 }  // namespace
@@ -159,6 +170,11 @@ int Trainer::run() {
     s.train = std::make_unique<TokenDataset>(cfg_.data);
     const int vocab = cfg_.vocab > 0 ? cfg_.vocab : s.train->vocab();
     s.train->check_vocab(vocab);
+    if (!cfg_.init_from.empty() && s.train->vocab() > vocab) {
+      throw UsageError("--data declares vocab_size " + std::to_string(s.train->vocab()) +
+                       ", --init-from's config.json has vocab_size " + std::to_string(vocab) +
+                       ": the data was not made with the model's tokenizer");
+    }
     std::string data_detail = "train " + std::to_string(s.train->size()) + " tokens in " +
                               std::to_string(s.train->files().size()) + " file(s)";
     if (!cfg_.val_data.empty()) {
@@ -170,8 +186,8 @@ int Trainer::run() {
     std::snprintf(took, sizeof took, " | vocab %d | checked in %.2f s", vocab, since(t_data));
     emit_run("data", data_detail + took);
     s.model.vocab = vocab;
-    s.model.padded_vocab = padded_vocab(vocab);
-    s.model.max_seq = cfg_.seq;
+    s.model.padded_vocab = padded_vocab_for(vocab);
+    s.model.max_seq = cfg_.positions > 0 ? cfg_.positions : cfg_.seq;
     s.model.layers = cfg_.layers;
     s.model.heads = cfg_.heads;
     s.model.dim = cfg_.dim;
@@ -249,6 +265,15 @@ int Trainer::run() {
       std::snprintf(took, sizeof took, ", loaded in %.2f s", since(t_load));
       resumed_from = loaded->path + " (saved on " + std::to_string(saved_world) + " rank" +
                      (saved_world == 1 ? "" : "s") + took + ")";
+      if (!cfg_.init_from.empty()) {
+        emit_run("init", "--init-from " + cfg_.init_from + " not used: resuming from " +
+                             loaded->path + " (a checkpoint wins)");
+      }
+    } else if (!cfg_.init_from.empty()) {
+      init_from_hf(*s.engine, s.model, cfg_.init_from);
+      char took[64];
+      std::snprintf(took, sizeof took, " in %.2f s", since(t_load));
+      emit_run("init", "weights from " + cfg_.init_from + " (Hugging Face GPT-2)" + took);
     }
     code = exit_code::kOk;
   } catch (const UsageError& e) {
