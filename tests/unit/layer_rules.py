@@ -9,6 +9,8 @@ Two checks:
 2. No object file includes a header its layer must not know, directly or through another header
    (nccl.h and <csignal> sit in directories the layer may see, so this is how those rules hold):
    the full list of headers each object was compiled with comes from Ninja's dependency log.
+3. Checkpoints see MPI only as parallel HDF5's communicator: their sources call no MPI function
+   (collectives go through the Communicator).
 
 Needs the Ninja build in RAILYARD_BUILD_DIR to be built (exits 77, skipped, for other generators).
 """
@@ -21,6 +23,7 @@ import sys
 import tempfile
 
 BUILD = os.environ.get("RAILYARD_BUILD_DIR", "")
+SOURCE = os.environ.get("RAILYARD_SOURCE_DIR", "")
 
 MPI = r"(^|/)mpi\.h$"
 NCCL = r"(^|/)nccl\.h$"
@@ -131,11 +134,37 @@ def check_walls():
     return failures
 
 
+# folder -> (forbidden pattern in its sources, what it means)
+SOURCE_RULES = {
+    "runtime/ckpt": (r"\bMPI_[A-Z][a-z_]+\s*\(", "a raw MPI call; use the Communicator"),
+}
+
+
+def check_sources():
+    failures = []
+    for folder, (pattern, what) in SOURCE_RULES.items():
+        names = sorted(os.listdir(os.path.join(SOURCE, folder)))
+        sources = [n for n in names if n.endswith((".cpp", ".hpp"))]
+        if not sources:
+            failures.append(f"{folder}: no sources found under {SOURCE}")
+        for name in sources:
+            text = open(os.path.join(SOURCE, folder, name)).read()
+            for n, line in enumerate(text.splitlines(), 1):
+                code = line.split("//", 1)[0]
+                if re.search(pattern, code):
+                    failures.append(f"{folder}/{name}:{n}: {what}: {line.strip()}")
+        print(f"ok: {folder}: {len(sources)} sources checked for {what.split(';')[0]}")
+    return failures
+
+
 def main():
     if not BUILD or not os.path.isfile(os.path.join(BUILD, "build.ninja")):
         print(f"skip: RAILYARD_BUILD_DIR ({BUILD!r}) is not a Ninja build")
         return 77
-    failures = check_include_graph(objects_by_target()) + check_walls()
+    if not SOURCE or not os.path.isdir(os.path.join(SOURCE, "runtime")):
+        print(f"FAIL: RAILYARD_SOURCE_DIR ({SOURCE!r}) is not the source tree")
+        return 1
+    failures = check_include_graph(objects_by_target()) + check_walls() + check_sources()
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
