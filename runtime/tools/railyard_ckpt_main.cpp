@@ -111,8 +111,11 @@ int cmd_inspect(const std::string& path) {
               static_cast<unsigned long long>(p.loader.epoch),
               static_cast<unsigned long long>(p.loader.cursor));
   std::printf("created         %s\n", railyard::iso_time(c.created_unix).c_str());
-  std::printf("model           vocab=%d padded_vocab=%d max_seq=%d layers=%d heads=%d dim=%d\n",
-              m.vocab, m.padded_vocab, m.max_seq, m.layers, m.heads, m.dim);
+  std::string model;
+  for (const railyard::GptConfigField& f : railyard::kGptConfigFields) {
+    model += std::string(model.empty() ? "" : " ") + f.name + "=" + std::to_string(m.*f.member);
+  }
+  std::printf("model           %s\n", model.c_str());
   std::printf("rng_state       %zu words\n", p.rng_state.size());
   std::printf("config_json     %s\n", p.config_json.c_str());
   const railyard::ParamLayout layout = railyard::gpt_param_layout(m);
