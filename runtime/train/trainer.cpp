@@ -230,8 +230,10 @@ int Trainer::run() {
     }
     const auto t_load = Clock::now();
     if (cfg_.resume == "auto" && s.store) {
-      emit_run("load", "newest valid checkpoint in " + cfg_.ckpt_dir);
       loaded = s.store->load_latest(s.model, [&](const std::string& why) { warn(why); });
+      emit_run("load",
+               loaded ? loaded->path + " (the newest valid checkpoint in " + cfg_.ckpt_dir + ")"
+                      : "no checkpoint in " + cfg_.ckpt_dir + " yet: a fresh start");
     } else if (cfg_.resume != "auto" && cfg_.resume != "never") {
       emit_run("load", cfg_.resume);
       loaded = read_checkpoint(cfg_.resume, &s.model);
