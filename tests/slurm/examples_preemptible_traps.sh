@@ -1,5 +1,6 @@
 #!/bin/bash
-# examples/preemptible.sbatch as a user submits it, on the local cluster with a tiny CPU model,
+# examples/preemptible-traps.sbatch (the long form, whose batch shell owns the signals) as a user
+# submits it, unchanged, on the local cluster with a tiny CPU model,
 # interrupted twice: (1) preempted by a job in the higher-priority partition (Slurm sends TERM;
 # the script's TERM trap keeps it waiting; the ranks save, railyard requeues the job because
 # it is being preempted, and stops), (2) the time-limit warning (USR1 to the batch shell, as
@@ -9,60 +10,32 @@
 # The ranks are paused (SIGSTOP) while a signal is on its way, so a fast machine cannot finish
 # the run first; Slurm's SIGCONT before its TERM (preemption), or ours (USR1), resumes them.
 set -euo pipefail
-source "$RAILYARD_CLUSTER_DIR/env.sh"
-tools=$RAILYARD_BUILD_DIR/runtime/tools
-for exe in railyard-train railyard-data railyard-report; do
-  [[ -x $tools/$exe ]] || { echo "SKIP: $exe is not built"; exit 77; }
-done
-tmp=$RAILYARD_TEST_TMP
-rm -rf "$tmp" && mkdir -p "$tmp"
+source "$(dirname "$0")/lib/example_fixture.bash"
+example_test_setup
+out=$tmp/job.out  # the job output, once the job id is known
 fail() {
   echo "FAIL: $*" >&2
-  [[ -f $tmp/job.out ]] && { echo "--- job output" >&2; cat "$tmp/job.out" >&2; }
+  [[ -f $out ]] && { echo "--- job output" >&2; cat "$out" >&2; }
   [[ -n ${job:-} ]] && scancel "$job" 2>/dev/null
   exit 1
 }
 
-source "$(dirname "$0")/lib/example_fixture.bash"
 example_fixture
 
-# The script's own #SBATCH lines ask for a site's partition and 4 GPUs of 8 cores each; the
-# command line fits them to the local cluster ("batch" is preemptible there), as a user would.
 export PATH=$tools:$PATH DATA=$tmp/fox.h5 RUN=$tmp/run STEPS=60
 export MODEL="--layers 2 --dim 64 --heads 2 --seq 64 --batch 4 --device cpu --log-every 5"
-job=$(sbatch --parsable --partition=batch --ntasks-per-node=2 --gpus-per-node=2 \
-  --cpus-per-task=1 --time=10 -D "$tmp" --output="$tmp/job.out" \
-  "$RAILYARD_SOURCE_DIR/examples/preemptible.sbatch") || fail "sbatch failed"
+job=$(cd "$tmp" && sbatch --parsable "$RAILYARD_SOURCE_DIR/examples/preemptible-traps.sbatch") ||
+  fail "sbatch failed"
+out=$tmp/gpt-preemptible-$job.out
 echo "job $job"
 
-wait_for() { # seconds description command...
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "timed out waiting for $what"
-    sleep 0.1
-  done
-}
 log=$RUN/log.jsonl
-# Steps logged since the last start or resume.
-steps_since_start() {
-  [[ -f $log ]] || { echo 0; return; }
-  awk '/"kind":"(start|resume)"/ { n = 0 } /"type":"step"/ { n++ } END { print n + 0 }' "$log"
-}
-resumes() { if [[ -f $log ]]; then grep -c '"kind":"resume"' "$log" || true; else echo 0; fi; }
-job_state() { scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
-restarts() { scontrol -o show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2; }
-running_with() { # resumes steps-since-start
-  [[ $(resumes) -ge $1 && $(steps_since_start) -ge $2 && $(job_state) == RUNNING ]]
-}
-pause_ranks() { scancel --signal=STOP "$job.0"; }
+source "$(dirname "$0")/lib/preempt_job.bash"
 
 # (1) Preemption: a job in the "urgent" partition that needs the whole node.
 wait_for 90 "2 training steps" running_with 0 2
 pause_ranks
-urgent=$(sbatch --parsable --partition=urgent -n 8 --gres=gpu:4 -o /dev/null --wrap 'sleep 1') ||
-  fail "submitting the urgent job failed"
-echo "urgent job $urgent"
+preempt_job
 wait_for 120 "the preempted job to resume (state $(job_state), restarts $(restarts))" running_with 1 2
 
 # (2) What Slurm does 120 s before the time limit with --signal=B:USR1@120.
@@ -72,19 +45,19 @@ sleep 1
 scancel --signal=CONT "$job.0"
 finished() { [[ $(job_state) == COMPLETED && $(restarts) -ge 2 ]]; }
 wait_for 150 "the job to finish after its second requeue (state $(job_state), restarts $(restarts))" finished
-cat "$tmp/job.out"
+cat "$out"
 scontrol -o show job "$urgent" | grep -q 'JobState=COMPLETED' || fail "the urgent job did not run"
 
-grep -q "TERM: waiting for railyard-train" "$tmp/job.out" || fail "the TERM trap did not run"
-grep -q "time limit near: asking railyard-train to checkpoint" "$tmp/job.out" ||
+grep -q "TERM: waiting for railyard-train" "$out" || fail "the TERM trap did not run"
+grep -q "time limit near: asking railyard-train to checkpoint" "$out" ||
   fail "the USR1 trap did not run"
 for run in 0 1 2; do
-  grep -q "run $run of job $job" "$tmp/job.out" ||
+  grep -q "run $run of job $job" "$out" ||
     fail "the output file does not hold run $run (--open-mode=append)"
 done
-grep -q "training finished" "$tmp/job.out" || fail "the last run did not finish"
-! grep -q "railyard-train failed" "$tmp/job.out" || fail "the script took a stop for a failure"
-[[ $(grep -c "stopped on a signal" "$tmp/job.out") == 2 ]] || fail "the script did not report both stops"
+grep -q "training finished" "$out" || fail "the last run did not finish"
+! grep -q "railyard-train failed" "$out" || fail "the script took a stop for a failure"
+[[ $(grep -c "stopped on a signal" "$out") == 2 ]] || fail "the script did not report both stops"
 python3 - "$log" <<'PY' || fail "the run log does not show two saves on signals, two requeues and two resumes"
 import json, sys
 rec = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -107,4 +80,4 @@ grep -q '<th>process runs</th><td>3 (2 resumed)</td>' "$RUN/report.html" ||
 [[ $(grep -c 'data-mark="resume"' "$RUN/report.html") == 2 ]] || fail "the report does not mark both resumes"
 grep -q '^railyard_restarts{[^}]*rank="0"} 2$' "$RUN/metrics.rank0.prom" ||
   fail "the metrics do not count the restarts: $(grep restarts "$RUN/metrics.rank0.prom")"
-echo "examples_preemptible: ok"
+echo "examples_preemptible_traps: ok"
