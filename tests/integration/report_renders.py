@@ -181,6 +181,21 @@ strokes = {a["data-segment"]: a["stroke"] for t, a in parser.elements
 check(len(strokes) == 3 and strokes["1"] == strokes["2"] != strokes["0"],
       f"sweep: one colour per run expected, got {strokes}")
 
+# A job requeued before its first checkpoint starts afresh, yet it is the same run: joined, its
+# first three steps counted as redone.
+requeued = [{"type": "run", "time": T0, "kind": "start", "step": 0, "detail": ""}]
+requeued += [step(n, T0 + n) for n in (1, 2, 3)]
+requeued += [{"type": "run", "time": T0 + 4, "kind": k, "step": 3, "detail": ""} for k in ("signal", "requeue", "stop")]
+requeued += [{"type": "run", "time": T0 + 20, "kind": "start", "step": 0, "detail": ""}]
+requeued += [step(n, T0 + 20 + n) for n in range(1, 11)]
+fresh = os.path.join(tmp, "requeued-fresh.jsonl")
+write(fresh, requeued)
+run([fresh, "-o", os.path.join(tmp, "requeued-fresh.html")])
+text = open(os.path.join(tmp, "requeued-fresh.html")).read()
+check("runs compared" not in text and "<th>process runs</th><td>2 (1 resumed)</td>" in text,
+      "a job requeued before its first checkpoint is not one run of two processes")
+check(">3 (" in text, "the steps the fresh restart redid are not counted")
+
 # Bad input names the file and line.
 bad = os.path.join(tmp, "bad.jsonl")
 with open(bad, "w") as f:
