@@ -4,11 +4,11 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
-#include <chrono>
-#include <thread>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "checkpoint_test_util.hpp"
 #include "railyard/checkpoint.hpp"
