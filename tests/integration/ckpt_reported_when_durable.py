@@ -3,7 +3,7 @@
 between two periodic saves (--ckpt-every 30), as soon as the file of step 30 is on disk and
 the run has passed one more step boundary, the metrics file says railyard_last_checkpoint_step
 30, the JSON log holds the checkpoint record and stdout the checkpoint line, all while the run
-is still short of step 60. The run is paused (SIGSTOP) while the files are read, so a fast
+is still short of step 60 (and the fresh start said there was nothing to load). The run is paused (SIGSTOP) while the files are read, so a fast
 machine cannot run on to the next save meanwhile."""
 import json
 import os
@@ -91,6 +91,8 @@ if order[at - 1] > durable_by:
     fail(f"the checkpoint of step {EVERY} was logged after step {order[at - 1]}, "
          f"though durable by step {durable_by}")
 text = open(out).read()
+if f"run load | step 0 | no checkpoint in {ckpt} yet: a fresh start" not in text:
+    fail("a fresh start does not say that there was no checkpoint to load")
 if not re.search(r"^checkpoint step 30 ", text, re.M):
     fail(f"stdout has no checkpoint line for step 30 at step {now}")
 os.kill(proc.pid, signal.SIGCONT)
