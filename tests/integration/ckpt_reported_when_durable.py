@@ -71,7 +71,10 @@ wait_until("the checkpoint of step 30 on disk", lambda: os.path.exists(first))
 os.kill(proc.pid, signal.SIGSTOP)
 durable_by = last_step() + 1
 os.kill(proc.pid, signal.SIGCONT)
-wait_until(f"step {durable_by + 1}", lambda: last_step() >= durable_by + 1)
+# Slack of two steps: the writer thread sets its flag just after the rename, and a loaded machine
+# may run a step or two in between. Reported an interval late would be 30 steps.
+SLACK = 2
+wait_until(f"step {durable_by + 1 + SLACK}", lambda: last_step() >= durable_by + 1 + SLACK)
 os.kill(proc.pid, signal.SIGSTOP)
 now = last_step()
 if now >= 2 * EVERY:
@@ -87,7 +90,7 @@ if saves != [EVERY]:
     fail(f"at step {now} the JSON log holds checkpoints {saves}, expected [{EVERY}]")
 order = [r["step"] for r in records if r["type"] in ("step", "checkpoint")]
 at = order.index(EVERY, order.index(EVERY) + 1)  # the checkpoint record after step 30's record
-if order[at - 1] > durable_by:
+if order[at - 1] > durable_by + SLACK:
     fail(f"the checkpoint of step {EVERY} was logged after step {order[at - 1]}, "
          f"though durable by step {durable_by}")
 text = open(out).read()
