@@ -41,6 +41,25 @@ bool uuid_like(std::string_view s) {
                      [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '/'; });
 }
 
+// What happened and what to do differ: a stale cached XML is refreshed; a live topology without
+// the GPU means Slurm hands out a device that this node does not show as an NVIDIA GPU.
+std::string missing_gpu_warning(const Topology& topology, const std::string& id) {
+  const std::string count =
+      std::to_string(topology.gpus.size()) + " NVIDIA GPU" + (topology.gpus.size() == 1 ? "" : "s");
+  const std::string what = "step GPU " + id + " is not in the topology";
+  const std::string effect =
+      "the task still gets it in CUDA_VISIBLE_DEVICES, but its cpus and NIC are planned without "
+      "the GPU's locality";
+  if (topology.source != "live") {
+    return what + " XML " + topology.source + " (" + count + "): " + effect +
+           "; refresh the XML on this node (lstopo --of xml) or fix plugstack.conf's topology=";
+  }
+  return what + " of this node (hwloc sees " + count + "): " + effect +
+         ". Slurm's gres.conf names a GPU device the node does not show: a driver not loaded, a "
+         "wrong File= line, or fake GPUs (as on a test cluster); compare gres.conf with "
+         "nvidia-smi -L";
+}
+
 StepGpu resolve_gpu(const Topology& topology, const std::string& id,
                     std::vector<std::string>& warnings) {
   StepGpu gpu;
@@ -50,10 +69,7 @@ StepGpu resolve_gpu(const Topology& topology, const std::string& id,
     if (index < topology.gpus.size()) {
       gpu.index = static_cast<int>(index);
     } else {
-      warnings.push_back("step GPU " + id + " is not in the topology (" + topology.source + ", " +
-                         std::to_string(topology.gpus.size()) +
-                         " GPUs): planned without its locality; refresh the cached topology "
-                         "XML (lstopo --of xml)");
+      warnings.push_back(missing_gpu_warning(topology, id));
     }
   } else if (uuid_like(id)) {
     for (size_t i = 0; i < topology.gpus.size() && gpu.index < 0; ++i) {

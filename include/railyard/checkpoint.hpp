@@ -81,6 +81,10 @@ class CheckpointStore {
   // Collective: waits for the background save; on every rank returns its result (if one ran)
   // or throws its CheckpointError.
   std::optional<SaveResult> wait();
+  // Collective and cheap (one broadcast while a background save is pending): true when there is
+  // no background save or the writing rank's has finished, so that wait() will not block. Lets
+  // the caller report a save at the first step boundary after it became durable.
+  bool background_finished();
 
   // The ModelState handed to the last save_async, once no background save reads it (after
   // wait() on rank 0, at once on the others), so the caller can snapshot into its already

@@ -78,6 +78,12 @@ TrainConfig parse_train_config(int argc, const char* const argv[]);
 // environment variable of "grad-accum", other RAILYARD_* variables are not options.
 std::vector<std::string> train_option_names();
 
+// What a valid configuration probably did not mean, one line each (railyard-train prints them
+// as warnings): a --warmup as long as the run, and RAILYARD_* variables in `env` (an environ-style
+// array) that are no option but nearly spell one (RAILYARD_STESP -> RAILYARD_STEPS), which
+// would otherwise be ignored in silence.
+std::vector<std::string> train_config_warnings(const TrainConfig& config, const char* const* env);
+
 // The --help text: usage, every option with its default, the sources and their precedence.
 std::string train_config_help();
 

@@ -457,6 +457,15 @@ std::optional<SaveResult> CheckpointStore::wait() {
   }
 }
 
+bool CheckpointStore::background_finished() {
+  Impl& s = *impl_;
+  if (!s.async_pending) return true;
+  // Rank 0's writer decides, so every rank calls wait() at the same step.
+  int finished = s.comm.rank() == 0 && s.background.finished() ? 1 : 0;
+  s.comm.broadcast(&finished, sizeof finished, 0);
+  return finished != 0;
+}
+
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
   for (const Entry& e : scan(dir)) {

@@ -101,7 +101,7 @@ TokenDataset::TokenDataset(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
-      fail(path, "no such file (check the path given to --data / --val-data)");
+      fail(path, "no such file");
     }
     TokenFileInfo info;
     info.path = path;

@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
   po::options_description visible(
       "Usage: railyard-report RUN_LOG.jsonl [MORE.jsonl ...] -o report.html|report.svg\n"
       "Charts loss and throughput over steps with checkpoints, signals, requeues and resumes\n"
-      "marked. Several logs (one per restart, in order) are read as one run.\nOptions");
+      "marked. Logs of one run's restarts (in order) are joined; independent runs (each\n"
+      "starting fresh, e.g. the tasks of a sweep) are compared, one line per run.\nOptions");
   visible.add_options()("help,h", "show this help")(
       "output,o", po::value(&output), "output file; .svg writes only the charts, else HTML")(
       "title", po::value(&title), "page title (default: the first log's name)");

@@ -126,6 +126,7 @@ struct Trainer::State {
   // The background save in flight: its step and the training time its snapshot took.
   std::optional<int64_t> async_step;
   double async_stall = 0;
+  std::optional<int64_t> durable_step;  // the newest save this run made durable and reported
   Clock::time_point last_save = Clock::now();
   bool budget_warned = false;
 };
@@ -246,8 +247,10 @@ int Trainer::run() {
     }
     const auto t_load = Clock::now();
     if (cfg_.resume == "auto" && s.store) {
-      emit_run("load", "newest valid checkpoint in " + cfg_.ckpt_dir);
       loaded = s.store->load_latest(s.model, [&](const std::string& why) { warn(why); });
+      emit_run("load",
+               loaded ? loaded->path + " (the newest valid checkpoint in " + cfg_.ckpt_dir + ")"
+                      : "no checkpoint in " + cfg_.ckpt_dir + " yet: a fresh start");
     } else if (cfg_.resume != "auto" && cfg_.resume != "never") {
       emit_run("load", cfg_.resume);
       loaded = read_checkpoint(cfg_.resume, &s.model);
@@ -331,30 +334,37 @@ int Trainer::run() {
   }
 
   auto snapshot_progress = [&]() { return s.progress; };
-  // Collects the finished background save, if any; true when it saved step `step`.
+  // Collects (waiting for) the background save, if any; true when step `step` is durable.
   auto collect_background = [&](int64_t step) {
-    if (!s.store || !s.async_step) return false;
-    bool saved_it = false;
+    if (!s.store || !s.async_step) return s.durable_step == step;
+    bool saved = false;
     try {
       std::optional<SaveResult> r = s.store->wait();
       if (r) {
         emit_checkpoint(CheckpointEvent{*s.async_step, r->path, r->bytes, r->seconds, s.async_stall,
                                         true, "periodic"});
-        saved_it = *s.async_step == step;
+        saved = true;
       }
     } catch (const std::exception& e) {
       warn(std::string("background checkpoint of step ") + std::to_string(*s.async_step) +
            " failed: " + e.what() + "; training continues, older checkpoints are kept");
     }
-    s.async_step.reset();
     // Only the writing rank knows the outcome; all ranks must decide alike.
-    return comm_.allreduce_max(saved_it ? 1 : 0) != 0;
+    if (comm_.allreduce_max(saved ? 1 : 0) != 0) s.durable_step = *s.async_step;
+    s.async_step.reset();
+    return s.durable_step == step;
+  };
+  // A background save is reported once durable, at the first step boundary after that, so the
+  // metrics' checkpoint step and age are never an interval behind.
+  auto report_finished_background = [&]() {
+    if (s.async_step && s.store->background_finished()) collect_background(-1);
   };
   auto save_sync = [&](const std::string& reason) {
     ModelState st = s.store->take_spare().value_or(ModelState{});  // see save_async
     s.engine->save_state(st);
     SaveResult r = s.store->save(layout, g, st, snapshot_progress());
     s.last_save = Clock::now();
+    s.durable_step = s.progress.step;
     emit_checkpoint(
         CheckpointEvent{s.progress.step, r.path, r.bytes, r.seconds, r.seconds, false, reason});
     if (r.seconds > cfg_.save_budget && !s.budget_warned) {
@@ -485,6 +495,7 @@ int Trainer::run() {
         validate();
         last_eval = s.progress.step;
       }
+      report_finished_background();
       if (s.store && s.progress.step < cfg_.steps) {  // the last step gets the final save
         bool due = cfg_.ckpt_every > 0 && s.progress.step % cfg_.ckpt_every == 0;
         if (cfg_.ckpt_interval > 0) {

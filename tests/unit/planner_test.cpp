@@ -288,8 +288,20 @@ TEST(Planner, GpusMissingFromTheTopologyArePlannedByRankWithAWarning) {
   const Topology t = load_topology_xml(node.write("nogpu"));
   const StepPlan plan = plan_step(t, request(2, 2));
   ASSERT_EQ(plan.warnings.size(), 2u);
-  EXPECT_NE(plan.warnings[1].find("step GPU 1 is not in the topology"), std::string::npos)
+  EXPECT_NE(plan.warnings[1].find("step GPU 1 is not in the topology XML"), std::string::npos)
       << plan.warnings[1];
+  EXPECT_NE(plan.warnings[1].find("(0 NVIDIA GPUs)"), std::string::npos) << plan.warnings[1];
+  EXPECT_NE(plan.warnings[1].find("refresh the XML on this node"), std::string::npos);
+  Topology live = t;
+  live.source = "live";
+  const std::string w = plan_step(live, request(2, 2)).warnings[1];
+  EXPECT_NE(w.find("not in the topology of this node (hwloc sees 0 NVIDIA GPUs)"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("compare gres.conf with nvidia-smi -L"), std::string::npos) << w;
+  EXPECT_EQ(w.find("lstopo"), std::string::npos) << w;
+  const std::string line = format_task_report(plan, plan.tasks[1]);
+  EXPECT_NE(line.find(" gpu=1(not-in-topology) "), std::string::npos) << line;
   EXPECT_EQ(plan.tasks[1].gpu_indices, std::vector<int>{-1});
   EXPECT_EQ(plan.tasks[1].cuda_visible_devices, "1,0");
   EXPECT_TRUE(plan.tasks[1].gpu_pci.empty());
