@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <utility>
@@ -38,10 +40,16 @@ struct Entry {
 
 // Checkpoint files (by name) in `dir`, newest step first; symlinks are included so list() can
 // report them, the writer and pruning skip them.
+// A directory that exists but cannot be read is an error: "no checkpoints" would make a resume
+// start from step 0 over checkpoints it could not see.
 std::vector<Entry> scan(const std::string& dir) {
   std::vector<Entry> out;
   DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return out;
+  if (d == nullptr) {
+    if (errno == ENOENT) return out;
+    throw CheckpointError("cannot read checkpoint directory " + dir + ": " + std::strerror(errno) +
+                          " (fix its permissions; nothing was resumed or pruned)");
+  }
   while (const dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (auto step = ckpt_format::step_of(name)) out.push_back({name, *step});
@@ -71,9 +79,11 @@ void remove_stale_temps(const std::string& dir) {
   }
 }
 
-// Keeps the `keep` newest checkpoints at or below `saved_step` (the one just made durable among
-// them); older ones go. Newer files than the save (left from another history) are not touched,
-// so a resume that skipped a damaged newer file never loses the checkpoint it resumed from.
+// Keeps the `keep` newest valid checkpoints at or below `saved_step` (the one just made durable
+// among them); older ones go. Damaged files do not count toward `keep`, so they never push out
+// the last valid one; they stay (reported by list) unless older than the kept ones. Newer files
+// than the save (left from another history) are not touched, so a resume that skipped a damaged
+// newer file never loses the checkpoint it resumed from.
 void prune(const std::string& dir, int keep, int64_t saved_step) {
   if (keep <= 0) return;
   int kept = 0;
@@ -82,7 +92,7 @@ void prune(const std::string& dir, int keep, int64_t saved_step) {
     const std::string path = dir + "/" + e.name;
     if (!is_regular_nolink(path)) continue;
     if (kept < keep) {
-      ++kept;
+      if (e.step == saved_step || check_checkpoint(path).valid) ++kept;
       continue;
     }
     remove_file(path);
@@ -268,6 +278,34 @@ struct CheckpointStore::Impl {
       }
       throw;
     }
+  }
+
+  // Rank 0: the newest checkpoint that verifies and matches `expect` into `got`; each rejected
+  // one goes to `warn`. Throws CheckpointError when the directory or a file cannot be read at
+  // all (permissions): starting over from step 0 would hide checkpoints that may be valid.
+  bool newest_valid(const GptConfig& expect, const std::function<void(const std::string&)>& warn,
+                    LoadedCheckpoint& got) {
+    for (const Entry& e : scan(dir)) {
+      const std::string path = dir + "/" + e.name;
+      if (is_regular_nolink(path) && access(path.c_str(), R_OK) != 0) {
+        throw CheckpointError("cannot read " + path + ": " + std::strerror(errno) +
+                              " (fix its permissions, or move it away to skip it)");
+      }
+      try {
+        if (!is_regular_nolink(path)) {
+          throw CheckpointError(path + ": not a regular file (symlinks are not followed)");
+        }
+        got = read_checkpoint(path, &expect);
+        if (got.progress.step != e.step) {
+          throw CheckpointError(path + ": holds step " + std::to_string(got.progress.step) +
+                                ", its name says " + std::to_string(e.step));
+        }
+        return true;
+      } catch (const CheckpointError& err) {
+        if (warn) warn(std::string(err.what()) + "; trying an older checkpoint");
+      }
+    }
+    return false;
   }
 
   // Every rank learns rank 0's outcome.
@@ -477,23 +515,24 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
     info.path = dir + "/" + e.name;
     info.step = e.step;
     struct stat st {};
-    if (lstat(info.path.c_str(), &st) == 0) {
-      info.bytes = static_cast<uint64_t>(st.st_size);
-      info.mtime = static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * st.st_mtim.tv_nsec;
+    if (lstat(info.path.c_str(), &st) != 0) {
+      info.error = info.path + ": " + std::strerror(errno);
+      out.push_back(std::move(info));
+      continue;
     }
+    info.bytes = static_cast<uint64_t>(st.st_size);
+    info.mtime = static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * st.st_mtim.tv_nsec;
     if (!S_ISREG(st.st_mode)) {
       info.error = info.path + ": not a regular file (symlinks are not followed)";
     } else {
-      try {
-        const LoadedCheckpoint c = read_checkpoint(info.path);
-        if (c.progress.step != e.step) {
-          info.error = info.path + ": holds step " + std::to_string(c.progress.step) +
-                       ", its name says " + std::to_string(e.step);
-        } else {
-          info.valid = true;
-        }
-      } catch (const CheckpointError& err) {
-        info.error = err.what();
+      const CheckpointCheck c = check_checkpoint(info.path);
+      if (!c.valid) {
+        info.error = c.error;
+      } else if (c.step != e.step) {
+        info.error = info.path + ": holds step " + std::to_string(c.step) + ", its name says " +
+                     std::to_string(e.step);
+      } else {
+        info.valid = true;
       }
     }
     out.push_back(std::move(info));
@@ -511,24 +550,18 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_latest(
   wait();
   LoadedCheckpoint got;
   int found = 0;
+  std::string fatal;
   if (s.comm.rank() == 0) {
-    for (const Entry& e : scan(s.dir)) {
-      const std::string path = s.dir + "/" + e.name;
-      try {
-        if (!is_regular_nolink(path)) {
-          throw CheckpointError(path + ": not a regular file (symlinks are not followed)");
-        }
-        got = read_checkpoint(path, &expect);
-        if (got.progress.step != e.step) {
-          throw CheckpointError(path + ": holds step " + std::to_string(got.progress.step) +
-                                ", its name says " + std::to_string(e.step));
-        }
-        found = 1;
-        break;
-      } catch (const CheckpointError& err) {
-        if (warn) warn(std::string(err.what()) + "; trying an older checkpoint");
-      }
+    try {
+      found = s.newest_valid(expect, warn, got) ? 1 : 0;
+    } catch (const CheckpointError& e) {
+      fatal = e.what();
     }
+  }
+  try {
+    raise_if_any(&s.comm, fatal);
+  } catch (const std::exception& e) {
+    throw CheckpointError(e.what());
   }
   bcast_pod(s.comm, found);
   if (!found) return std::nullopt;
