@@ -16,7 +16,9 @@
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/data_loader.hpp"
+#include "railyard/divergence.hpp"
 #include "railyard/lr_schedule.hpp"
+#include "railyard/model_memory.hpp"
 #include "railyard/preempt.hpp"
 #include "railyard/token_dataset.hpp"
 
@@ -116,6 +118,7 @@ struct Trainer::State {
   double async_stall = 0;
   Clock::time_point last_save = Clock::now();
   bool budget_warned = false;
+  std::string newest_ckpt;  // saved or resumed from, for the divergence message
 };
 
 Trainer::Trainer(TrainConfig cfg, Communicator& comm, EngineFactory make, SignalWatcher* watcher)
@@ -175,6 +178,7 @@ int Trainer::run() {
     s.model.heads = cfg_.heads;
     s.model.dim = cfg_.dim;
     s.model.validate();
+    check_model_fits(s.model, cfg_.device == "cpu", cfg_.batch, cfg_.seq);
     s.schedule = LrSchedule{cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
     s.schedule.validate();
     s.hp.weight_decay = static_cast<float>(cfg_.weight_decay);
@@ -208,6 +212,9 @@ int Trainer::run() {
     code = exit_code::kUsage, message = e.what();
   } catch (const std::invalid_argument& e) {
     code = exit_code::kUsage, message = e.what();
+  } catch (const std::bad_alloc&) {
+    code = exit_code::kFailure;
+    message = "out of memory while setting up the run: lower --batch, --seq, --dim or --layers";
   } catch (const std::exception& e) {
     code = exit_code::kFailure, message = e.what();
   }
@@ -246,6 +253,7 @@ int Trainer::run() {
       s.progress.rng_state = loaded->progress.rng_state;
       char took[64];
       std::snprintf(took, sizeof took, ", loaded in %.2f s", since(t_load));
+      s.newest_ckpt = loaded->path;
       resumed_from = loaded->path + " (saved on " + std::to_string(saved_world) + " rank" +
                      (saved_world == 1 ? "" : "s") + took + ")";
     }
@@ -312,6 +320,7 @@ int Trainer::run() {
     try {
       std::optional<SaveResult> r = s.store->wait();
       if (r) {
+        s.newest_ckpt = r->path;
         emit_checkpoint(CheckpointEvent{*s.async_step, r->path, r->bytes, r->seconds, s.async_stall,
                                         true, "periodic"});
         saved_it = *s.async_step == step;
@@ -328,6 +337,7 @@ int Trainer::run() {
     ModelState st = s.store->take_spare().value_or(ModelState{});  // see save_async
     s.engine->save_state(st);
     SaveResult r = s.store->save(layout, g, st, snapshot_progress());
+    s.newest_ckpt = r.path;
     s.last_save = Clock::now();
     emit_checkpoint(
         CheckpointEvent{s.progress.step, r.path, r.bytes, r.seconds, r.seconds, false, reason});
@@ -353,11 +363,14 @@ int Trainer::run() {
     s.async_step = s.progress.step;
     s.last_save = Clock::now();
   };
+  // False when a stop signal cut it short: checked before every micro-batch, agreed by all
+  // ranks at the same batch, so a long validation never outlasts Slurm's grace time.
   auto validate = [&]() {
     s.val_loader->set_position(LoaderPosition{cfg_.seed, 0, 0});
     double sum = 0;
     Batch b;
     for (int i = 0; i < cfg_.val_batches; ++i) {
+      if (agree_stop(comm_, s.watcher->pending()) != StopAction::kNone) return false;
       s.val_loader->next(b);
       sum += s.engine->evaluate(b.inputs, b.targets, cfg_.batch, cfg_.seq);
     }
@@ -365,6 +378,7 @@ int Trainer::run() {
     comm_.allreduce_sum(&sum, 1);
     EvalEvent e{s.progress.step, sum / world};
     for (TrainObserver* o : observers_) o->on_eval(e);
+    return true;
   };
 
   // Checkpoint errors are collective (every rank throws the same), so all ranks can leave
@@ -435,6 +449,13 @@ int Trainer::run() {
       double loss = local / cfg_.grad_accum;
       comm_.allreduce_sum(&loss, 1);
       loss /= world;
+      if (step_diverged(comm_, loss, norm)) {
+        collect_background(-1);  // an earlier, finite step: keep it
+        const std::string msg = divergence_message(s.progress.step + 1, loss, norm, s.newest_ckpt);
+        if (rank == 0) std::fprintf(stderr, "railyard-train: %s\n", msg.c_str());
+        emit_run("stop", "exit code " + std::to_string(exit_code::kDiverged) + " | " + msg);
+        return exit_code::kDiverged;
+      }
 
       s.progress.step += 1;
       s.progress.tokens_seen += step_tokens;
@@ -456,7 +477,7 @@ int Trainer::run() {
       for (TrainObserver* o : observers_) o->on_step(ev);
 
       if (s.val && cfg_.val_every > 0 && s.progress.step % cfg_.val_every == 0) {
-        validate();
+        if (!validate()) continue;  // the step boundary handles the signal
         last_eval = s.progress.step;
       }
       if (s.store && s.progress.step < cfg_.steps) {  // the last step gets the final save
@@ -472,6 +493,7 @@ int Trainer::run() {
 
     // ---- the end ----------------------------------------------------------------------------
     collect_background(-1);
+    // A signal during this validation skips it; the final save still runs.
     if (s.val && last_eval != s.progress.step) validate();
     if (s.store && s.progress.step > first_step) save_sync("final");
     emit_run("finish", "tokens " + std::to_string(s.progress.tokens_seen));
