@@ -72,6 +72,13 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expec
 // (check_checkpoint).
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
 
+// Call first in main, before MPI starts (and before any other HDF5 use): initialises HDF5
+// without its shutdown at exit and at MPI_Finalize. HDF5 1.10 crashes (SIGSEGV) in that
+// shutdown when a write failed for lack of space or a file-size limit (ulimit -f), turning a
+// reported failed save into a crash with exit status 139. Every file railyard writes is closed
+// explicitly (and checked) before that point, so the shutdown has nothing to do.
+void init_checkpoint_io_before_mpi();
+
 class CheckpointStore {
  public:
   // Collective over comm. Rank 0 creates `dir` (mode 0700) if missing and removes stale

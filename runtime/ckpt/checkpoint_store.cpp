@@ -508,6 +508,15 @@ std::optional<SaveResult> CheckpointStore::wait() {
   }
 }
 
+void init_checkpoint_io_before_mpi() {
+  std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  // Both before the library initialises: H5dont_atexit skips the atexit shutdown; an HDF5
+  // initialised while MPI is not yet running registers no MPI_Finalize hook.
+  if (H5dont_atexit() < 0 || H5open() < 0) {
+    throw CheckpointError("checkpoint: the HDF5 library failed to initialise");
+  }
+}
+
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
   for (const Entry& e : scan(dir)) {

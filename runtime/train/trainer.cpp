@@ -20,6 +20,7 @@
 #include "railyard/lr_schedule.hpp"
 #include "railyard/model_memory.hpp"
 #include "railyard/preempt.hpp"
+#include "railyard/resume_check.hpp"
 #include "railyard/token_dataset.hpp"
 
 extern char** environ;
@@ -246,6 +247,10 @@ int Trainer::run() {
       s.engine->load_state(loaded->state);
       s.loader->set_position(loaded->progress.loader);
       const int saved_world = loaded->progress.world_size;
+      for (const std::string& w :
+           resume_differences(cfg_, world, loaded->progress.config_json, saved_world)) {
+        warn(w);
+      }
       s.progress.step = loaded->progress.step;
       s.progress.tokens_seen = loaded->progress.tokens_seen;
       s.progress.lr = loaded->progress.lr;
