@@ -246,8 +246,8 @@ struct CheckpointStore::Impl {
     return tmp;
   }
 
-  // Rank 0, after the file's contents are written: durable, renamed, then pruned. The write
-  // rate covers creating the file until it is durable (not the pruning).
+  // Rank 0, after the file's contents are written: durable and renamed (pruned later, by
+  // share_result). The write rate covers creating the file until it is durable.
   SaveResult finish(const std::string& tmp, int64_t step, double t_start, double t_write) {
     const std::string final_p = final_path(step);
     fsync_file(tmp);
@@ -258,7 +258,6 @@ struct CheckpointStore::Impl {
     r.bytes = file_bytes(final_p);
     r.seconds = t_durable - t_start;
     rate = static_cast<double>(r.bytes) / std::max(1e-9, t_durable - t_write);
-    prune(dir, keep, step);
     return r;
   }
 
@@ -308,8 +307,19 @@ struct CheckpointStore::Impl {
     return false;
   }
 
-  // Every rank learns rank 0's outcome.
-  SaveResult share_result(const std::string& error, SaveResult r) {
+  // Every rank learns rank 0's outcome; rank 0 first prunes after a successful save. Pruning
+  // checks files in a forked child (check_checkpoint), so it runs here on the caller's thread,
+  // never on the background writer's: a fork from that thread while the caller is inside a
+  // threaded BLAS call deadlocks the BLAS thread pool (its fork handlers stop the pool).
+  SaveResult share_result(std::string error, SaveResult r) {
+    if (comm.rank() == 0 && error.empty() && !r.path.empty()) {
+      try {
+        const size_t slash = r.path.find_last_of('/');
+        prune(dir, keep, ckpt_format::step_of(r.path.substr(slash + 1)).value_or(-1));
+      } catch (const std::exception& e) {
+        error = std::string("pruning after the save: ") + e.what();
+      }
+    }
     raise_if_any(&comm, error);
     broadcast_string(comm, r.path, 0);
     bcast_pod(comm, r.bytes);
