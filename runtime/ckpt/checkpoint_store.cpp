@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -79,12 +80,37 @@ void remove_stale_temps(const std::string& dir) {
   }
 }
 
+// Which checkpoint files are known to verify, so pruning after every save does not re-read
+// them: a file is checked (in a child process) once per size and modification time; files this
+// process wrote or resumed from are known valid.
+class Validity {
+ public:
+  void known_valid(const std::string& path) { seen_[path] = {stamp(path), true}; }
+  bool valid(const std::string& path) {
+    const auto now = stamp(path);
+    const auto it = seen_.find(path);
+    if (it != seen_.end() && it->second.first == now) return it->second.second;
+    const bool ok = check_checkpoint(path).valid;
+    seen_[path] = {now, ok};
+    return ok;
+  }
+
+ private:
+  using Stamp = std::pair<int64_t, int64_t>;  // size, mtime in ns
+  static Stamp stamp(const std::string& path) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) return {-1, -1};
+    return {st.st_size, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
+  }
+  std::map<std::string, std::pair<Stamp, bool>> seen_;
+};
+
 // Keeps the `keep` newest valid checkpoints at or below `saved_step` (the one just made durable
 // among them); older ones go. Damaged files do not count toward `keep`, so they never push out
 // the last valid one; they stay (reported by list) unless older than the kept ones. Newer files
 // than the save (left from another history) are not touched, so a resume that skipped a damaged
 // newer file never loses the checkpoint it resumed from.
-void prune(const std::string& dir, int keep, int64_t saved_step) {
+void prune(const std::string& dir, int keep, int64_t saved_step, Validity& validity) {
   if (keep <= 0) return;
   int kept = 0;
   for (const Entry& e : scan(dir)) {
@@ -92,7 +118,7 @@ void prune(const std::string& dir, int keep, int64_t saved_step) {
     const std::string path = dir + "/" + e.name;
     if (!is_regular_nolink(path)) continue;
     if (kept < keep) {
-      if (e.step == saved_step || check_checkpoint(path).valid) ++kept;
+      if (validity.valid(path)) ++kept;
       continue;
     }
     remove_file(path);
@@ -220,6 +246,7 @@ struct CheckpointStore::Impl {
   std::unique_ptr<ModelState> in_flight;
   std::optional<ModelState> spare;
   std::atomic<double> rate{0};  // set by the background writer, read by the caller
+  Validity validity;            // rank 0, caller's thread only
 
   Impl(std::string d, int k, Communicator& c) : dir(std::move(d)), keep(k), comm(c) {}
 
@@ -299,6 +326,7 @@ struct CheckpointStore::Impl {
           throw CheckpointError(path + ": holds step " + std::to_string(got.progress.step) +
                                 ", its name says " + std::to_string(e.step));
         }
+        validity.known_valid(path);
         return true;
       } catch (const CheckpointError& err) {
         if (warn) warn(std::string(err.what()) + "; trying an older checkpoint");
@@ -315,7 +343,8 @@ struct CheckpointStore::Impl {
     if (comm.rank() == 0 && error.empty() && !r.path.empty()) {
       try {
         const size_t slash = r.path.find_last_of('/');
-        prune(dir, keep, ckpt_format::step_of(r.path.substr(slash + 1)).value_or(-1));
+        validity.known_valid(r.path);
+        prune(dir, keep, ckpt_format::step_of(r.path.substr(slash + 1)).value_or(-1), validity);
       } catch (const std::exception& e) {
         error = std::string("pruning after the save: ") + e.what();
       }
