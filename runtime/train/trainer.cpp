@@ -21,6 +21,7 @@
 #include "railyard/model_memory.hpp"
 #include "railyard/preempt.hpp"
 #include "railyard/resume_check.hpp"
+#include "railyard/stop_requeue.hpp"
 #include "railyard/token_dataset.hpp"
 
 extern char** environ;
@@ -222,6 +223,31 @@ int Trainer::run() {
   code = agree_exit_code(comm_, code, message);
   if (code != exit_code::kOk) return code;
 
+  // After an agreed stop: the exit code, requeueing first where asked. Requeue only with a
+  // durable state to continue from (`saved`), or the next run would start from step 0. Run
+  // events only once the run has started (a run log's marks belong to a start or resume).
+  auto stop_run = [&](StopAction stop, bool saved, bool started) {
+    int result = exit_code::kStopped;
+    std::string job;
+    if (saved && cfg_.requeue) result = requeue_if_asked(comm_, stop, warn, &job);
+    if (result == exit_code::kRequeued && started) emit_run("requeue", "job " + job);
+    if (started) emit_run("stop", "exit code " + std::to_string(result));
+    return result;
+  };
+  // A stop signal during the start-up (data checks, engine set-up): nothing is trained yet, so
+  // the newest checkpoint is already the state to continue from; stop before the checkpoint
+  // load and the write probe, which may take long.
+  if (const StopAction stop = agree_stop(comm_, s.watcher->pending()); stop != StopAction::kNone) {
+    const int sig = s.watcher->last_signal();
+    if (rank == 0) {
+      std::fprintf(stderr,
+                   "railyard-train: stopping on %s during start-up, before training: nothing to "
+                   "save, the checkpoints are unchanged\n",
+                   sig ? signal_name(sig).c_str() : stop_action_name(stop));
+    }
+    return stop_run(stop, true, false);
+  }
+
   // ---- resume -----------------------------------------------------------------------------
   try {
     std::optional<LoadedCheckpoint> loaded;
@@ -411,33 +437,7 @@ int Trainer::run() {
         } else {
           warn("stopping on a signal without --ckpt-dir: nothing is saved");
         }
-        int result = exit_code::kStopped;
-        // Requeue only with a durable checkpoint, or the next run would start from step 0.
-        // A 'requeue' signal (time limit) always asks for it. An 'exit' signal asks only when Slurm
-        // is preempting the job: with PreemptMode=REQUEUE, Slurm marks a job whose batch script
-        // ends within GraceTime COMPLETED instead of requeueing it; a user's scancel is no
-        // preemption, so that run just stops.
-        if (saved && cfg_.requeue && stop != StopAction::kNone) {
-          int ok = 0;
-          bool want = stop == StopAction::kSaveRequeue;
-          std::string err;
-          if (rank == 0 && !want) {
-            const PreemptQuery q = job_is_preempted();
-            want = q.known && q.preempted && q.requeue_allowed;
-          }
-          if (rank == 0 && want) {
-            ok = requeue_self(&err) ? 1 : 0;
-            if (!ok) warn("requeue failed: " + err + "; stopping without a requeue");
-          }
-          comm_.broadcast(&ok, sizeof ok, 0);
-          if (ok) {
-            const char* job = std::getenv("SLURM_JOB_ID");
-            emit_run("requeue", std::string("job ") + (job ? job : "?"));
-            result = exit_code::kRequeued;
-          }
-        }
-        emit_run("stop", "exit code " + std::to_string(result));
-        return result;
+        return stop_run(stop, saved, true);
       }
 
       const auto t0 = Clock::now();

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -285,6 +286,33 @@ TEST_F(TrainerTest, AModelTooLargeForMemoryIsRefusedWithWhatItNeeds) {
     EXPECT_NE(err.find("lower --dim, --layers, --vocab, --seq or --batch"), std::string::npos)
         << err;
   }
+}
+
+TEST_F(TrainerTest, ASignalDuringStartUpStopsBeforeTheCheckpointLoadAndSavesNothing) {
+  const std::string dir = data_ + ".ckpt-start";
+  fs::remove_all(dir);
+  TrainConfig c = cfg_;
+  c.ckpt_dir = dir;
+  c.signals = "TERM=exit";
+  c.requeue = false;
+  Calls calls;
+  Trainer t(c, Communicator::world(),
+            [&](const GptConfig& g, const EngineOptions&, Communicator&, uint64_t) {
+              raise(SIGTERM);  // arrives during the (here instant, often long) start-up
+              return std::make_unique<SavingEngine>(g, calls);
+            });
+  Recorder rec;
+  t.add_observer(rec);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(t.run(), exit_code::kStopped);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(calls.zero_grad, 0);
+  if (Communicator::world().rank() == 0) {
+    EXPECT_NE(err.find("during start-up, before training"), std::string::npos) << err;
+  }
+  EXPECT_TRUE(list_checkpoints(dir).empty());  // nothing trained, nothing saved
+  EXPECT_EQ(std::count(rec.kinds.begin(), rec.kinds.end(), "load"), 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace
