@@ -121,8 +121,12 @@ Outcome run(uint64_t file_bytes, const std::function<int64_t()>& read) {
   } else if (WIFSIGNALED(status)) {
     out.error = "unreadable HDF5 structure (the HDF5 library crashed with " +
                 signal_text(WTERMSIG(status)) + " reading it, in a child process)";
+  } else if (msg.empty()) {
+    // A sanitizer's allocator, for one, exits instead of throwing std::bad_alloc at the limit.
+    out.error = "unreadable HDF5 structure (the reading child process exited with status " +
+                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " without a result)";
   } else {
-    out.error = msg.empty() ? "the check failed without a message" : msg;
+    out.error = msg;
   }
   return out;
 }

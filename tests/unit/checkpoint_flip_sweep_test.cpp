@@ -3,7 +3,8 @@
 // saved state, verify never crashes or hangs (each read runs in a limited child process), and
 // the resume falls back to the older valid checkpoint. The default flips the first 256 bytes
 // (superblock, root group and its attributes) one by one, then every 97th byte, in about 20 s;
-// RAILYARD_FLIP_STRIDE=1 sweeps every byte of the ~38 KB file (about 20 minutes).
+// RAILYARD_FLIP_STRIDE=1 sweeps every byte of the ~38 KB file (about 20 minutes);
+// RAILYARD_FLIP_HEAD sets the byte-by-byte prefix, RAILYARD_FLIP_MASK one XOR mask (e.g. 0xff).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -65,10 +66,12 @@ TEST(CheckpointFlipSweep, EveryDamagedFileIsReportedAndResumeFallsBack) {
   const char* head_env = std::getenv("RAILYARD_FLIP_HEAD");
   const size_t head = head_env != nullptr ? static_cast<size_t>(std::atoi(head_env)) : 256;
   const unsigned char masks[] = {0x01, 0x80, 0xff, 0x10};
+  const char* mask_env = std::getenv("RAILYARD_FLIP_MASK");  // one mask for every byte
   size_t damaged = 0, harmless = 0, crashed = 0;
   for (size_t at = 0, n = 0; at < original.size(); at += at < head ? 1 : stride, ++n) {
     std::string bytes = original;
-    bytes[at] = static_cast<char>(bytes[at] ^ masks[n % 4]);
+    const unsigned mask = mask_env != nullptr ? std::strtoul(mask_env, nullptr, 0) : masks[n % 4];
+    bytes[at] = static_cast<char>(bytes[at] ^ mask);
     spill(path, bytes);
     std::string reported;
     std::optional<LoadedCheckpoint> got =
@@ -90,9 +93,10 @@ TEST(CheckpointFlipSweep, EveryDamagedFileIsReportedAndResumeFallsBack) {
       ASSERT_TRUE(same_state(*got, older)) << "byte " << at;
     }
   }
-  std::printf("%zu bytes of %zu damaged: %zu reported (%zu crashed or ran away in the child), "
-              "%zu harmless\n",
-              damaged + harmless, original.size(), damaged, crashed, harmless);
+  std::printf(
+      "%zu bytes of %zu damaged: %zu reported (%zu crashed or ran away in the child), "
+      "%zu harmless\n",
+      damaged + harmless, original.size(), damaged, crashed, harmless);
   EXPECT_GT(damaged, 0u);
 }
 

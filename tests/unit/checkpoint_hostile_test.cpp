@@ -235,7 +235,12 @@ TEST(IsolatedRead, AReaderThatAllocatesWithoutBoundHitsTheMemoryLimit) {
     while (true) hog.emplace_back(size_t{64} << 20, 'x');
   });
   EXPECT_FALSE(r.ok);
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizer's allocator exits at the limit instead of throwing std::bad_alloc.
+  EXPECT_NE(r.error.find("unreadable HDF5 structure"), std::string::npos) << r.error;
+#else
   EXPECT_NE(r.error.find("needed more than the 512 MiB"), std::string::npos) << r.error;
+#endif
 }
 
 TEST(IsolatedRead, ResultAndMessagesComeBack) {
