@@ -235,9 +235,9 @@ void check_stored_size(const std::string& path, int filters, hsize_t stored, siz
   if (filters < 0 || stored < floor) {
     fail(path, "/tokens declares " + std::to_string(bytes) + " bytes of tokens but stores only " +
                    std::to_string(stored) +
-                   (filters > 0 ? " compressed (more than " + std::to_string(kMaxCompression) +
-                                      "x smaller)"
-                                : "") +
+                   (filters > 0
+                        ? " compressed (more than " + std::to_string(kMaxCompression) + "x smaller)"
+                        : "") +
                    ": the dataset is damaged or was never written");
   }
 }
