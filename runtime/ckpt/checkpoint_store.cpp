@@ -49,7 +49,7 @@ std::vector<Entry> scan(const std::string& dir) {
   if (d == nullptr) {
     if (errno == ENOENT) return out;
     throw CheckpointError("cannot read checkpoint directory " + dir + ": " + std::strerror(errno) +
-                          " (fix its permissions; nothing was resumed or pruned)");
+                          " (check the path and its permissions; nothing was resumed or pruned)");
   }
   while (const dirent* e = readdir(d)) {
     const std::string name = e->d_name;
