@@ -10,6 +10,7 @@
 #include "ckpt_commands.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/hf_directory.hpp"
+#include "railyard/input_file.hpp"
 #include "railyard/safetensors_export.hpp"
 
 namespace {
@@ -155,6 +156,11 @@ int cmd_export(const std::vector<std::string>& args) {
   if (file.empty() || out.empty()) return usage("export needs FILE and -o OUT");
   if (format != "safetensors" && format != "hf") {
     return usage("export: --format '" + format + "' is not supported (allowed: safetensors, hf)");
+  }
+  try {
+    railyard::refuse_output_over_input(out, file);
+  } catch (const std::invalid_argument& e) {
+    return usage(std::string("export: ") + e.what());
   }
   try {
     const railyard::LoadedCheckpoint c = railyard::read_checkpoint(file);
