@@ -83,8 +83,15 @@ StepGpu resolve_gpu(const Topology& topology, const std::string& id,
     throw std::invalid_argument("invalid step GPU '" + id +
                                 "': expected a GPU index (0, 1, ...) or a UUID (GPU-..., MIG-...)");
   }
-  if (gpu.index >= 0 && !topology.gpus[gpu.index].cpuset.empty()) {
-    gpu.local = CpuSet::parse(topology.gpus[gpu.index].cpuset);
+  if (gpu.index >= 0) {
+    // No locality would make "the GPU's cpus" every cpu of the task: a damaged topology.
+    const Gpu& g = topology.gpus[gpu.index];
+    if (g.cpuset.empty()) {
+      throw std::invalid_argument("GPU " + std::to_string(gpu.index) + " (" + g.pci_bus_id +
+                                  ") has an empty cpuset in " + topology.source +
+                                  ": the topology is damaged; regenerate it (lstopo --of xml)");
+    }
+    gpu.local = CpuSet::parse(g.cpuset);
   }
   return gpu;
 }
@@ -215,6 +222,12 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
       throw std::invalid_argument("invalid CUDA device name '" + gpu.cuda_name +
                                   "': expected an index or a UUID");
     }
+    for (const StepGpu& other : gpus) {
+      if (other.id == gpu.id || (gpu.index >= 0 && other.index == gpu.index)) {
+        throw std::invalid_argument("step GPU '" + gpu.id + "' is listed twice (as '" + other.id +
+                                    "' before): each GPU may appear once");
+      }
+    }
     gpus.push_back(std::move(gpu));
   }
 
@@ -223,6 +236,11 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
   for (size_t t = 0; t < n_tasks; ++t) {
     const bool given = t < request.task_cpus.size() && !request.task_cpus[t].empty();
     allowed.push_back(given ? CpuSet::parse(request.task_cpus[t]) : node_cpus);
+    if (given && !node_cpus.contains(allowed.back())) {
+      throw std::invalid_argument("cpu list '" + request.task_cpus[t] + "' of task " +
+                                  std::to_string(t) + " names cpus outside this node's " +
+                                  topology.cpuset + " (" + topology.source + ")");
+    }
   }
 
   std::vector<int> usable_nics;

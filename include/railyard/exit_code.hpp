@@ -8,5 +8,7 @@ constexpr int kFailure = 1;   // the work failed (e.g. an invalid checkpoint or 
 constexpr int kUsage = 2;     // bad option or input
 constexpr int kStopped = 3;   // railyard-train: saved a checkpoint and stopped on a signal
 constexpr int kRequeued = 4;  // railyard-train: saved, requeued itself, stopped
+constexpr int kDiverged = 5;  // railyard-train: loss or gradient norm not finite: stopped, that
+                              // state not saved
 
 }  // namespace railyard::exit_code

@@ -52,6 +52,11 @@ int padded_vocab_for(int vocab);
 // Decay applies to the 2-D matrices and embeddings; not to biases or LayerNorm.
 ParamLayout gpt_param_layout(const GptConfig& cfg);
 
+// The number of elements gpt_param_layout(cfg) would hold (padding included), computed without
+// building it and without overflow (a double), so a caller can refuse a model too large for
+// memory, or for the file that claims to hold it, before allocating anything.
+double gpt_param_count(const GptConfig& cfg);
+
 // GPT-2 initialisation into `params` (layout from gpt_param_layout): normal(0, 0.02) for
 // matrices and embeddings, 0.02/sqrt(2*layers) for attn.proj and mlp.proj weights, zeros for
 // biases, ones for LayerNorm weights; padded vocab rows are zero. Deterministic in `seed`

@@ -14,6 +14,7 @@
 
 #include "hdf5_handle.hpp"
 
+#include "railyard/input_file.hpp"
 #include "railyard/npy_array.hpp"
 
 namespace railyard {
@@ -99,10 +100,8 @@ std::unique_ptr<TokenDataset::Source> open_npy(const std::string& path, TokenFil
 TokenDataset::TokenDataset(const std::vector<std::string>& paths) {
   if (paths.empty()) throw DataError("token data: no files given");
   for (const std::string& path : paths) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
-      fail(path, "no such file");
-    }
+    const std::string problem = input_file_problem(path);
+    if (!problem.empty()) fail(path, problem);
     TokenFileInfo info;
     info.path = path;
     std::unique_ptr<Source> src = starts_with_hdf5_signature(path) ? open_hdf5(path, info)
@@ -192,9 +191,11 @@ std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, Tok
   auto count = static_cast<size_t>(header[2]);
   uint64_t size = std::filesystem::file_size(path);
   uint64_t need = sizeof header + 2 * static_cast<uint64_t>(count);
-  if (size < need) {
-    fail(path, "is truncated: the header promises " + std::to_string(count) + " tokens (" +
-                   std::to_string(need) + " bytes), the file has " + std::to_string(size));
+  if (size != need) {
+    fail(path, std::string(size < need ? "is truncated" : "is longer than its header says") +
+                   ": the header promises " + std::to_string(count) + " tokens (" +
+                   std::to_string(need) + " bytes), the file has " + std::to_string(size) +
+                   " (damaged, or not one llm.c shard)");
   }
   info.vocab = kGpt2Vocab;
   auto src = std::make_unique<TokenDataset::Source>();
@@ -239,6 +240,23 @@ int read_vocab_attr(hid_t obj) {
   int64_t v = -1;
   if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return -1;
   return v > 0 && v <= INT32_MAX ? static_cast<int>(v) : 0;
+}
+
+// A dataset that is not mapped is read into memory: its declared length must be backed by
+// data in the file first. Unfiltered, every byte is stored; compressed, tokens shrink at most
+// kMaxCompression times. An unwritten (empty chunked) dataset would read as fill zeros.
+constexpr uint64_t kMaxCompression = 64;
+
+void check_stored_size(const std::string& path, int filters, hsize_t stored, size_t bytes) {
+  const uint64_t floor = filters > 0 ? bytes / kMaxCompression : bytes;
+  if (filters < 0 || stored < floor) {
+    fail(path, "/tokens declares " + std::to_string(bytes) + " bytes of tokens but stores only " +
+                   std::to_string(stored) +
+                   (filters > 0
+                        ? " compressed (more than " + std::to_string(kMaxCompression) + "x smaller)"
+                        : "") +
+                   ": the dataset is damaged or was never written");
+  }
 }
 
 std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info) {
@@ -286,6 +304,8 @@ std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFi
     src->map_file(path, offset, bytes);
     return src;
   }
+  check_stored_size(path, dcpl.ok() ? H5Pget_nfilters(dcpl.get()) : -1,
+                    H5Dget_storage_size(dset.get()), bytes);
   src->owned.resize(bytes);
   hid_t mem = src->token_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
   if (H5Dread(dset.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, src->owned.data()) < 0) {

@@ -111,6 +111,13 @@ ParamLayout gpt_param_layout(const GptConfig& cfg) {
   return layout;
 }
 
+double gpt_param_count(const GptConfig& cfg) {
+  // Each tensor rounds up to ParamLayout::kAlign elements; counting one pad per tensor bounds it.
+  const double C = cfg.dim, pad = ParamLayout::kAlign;
+  const double per_layer = 12 * C * C + 13 * C + 12 * pad;
+  return (cfg.padded_vocab + cfg.max_seq) * C + cfg.layers * per_layer + 2 * C + 4 * pad;
+}
+
 void gpt_init_params(const GptConfig& cfg, const ParamLayout& layout, uint64_t seed,
                      float* params) {
   cfg.validate();

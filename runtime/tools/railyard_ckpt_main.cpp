@@ -13,6 +13,7 @@
 #include "railyard/checkpoint.hpp"
 #include "railyard/exit_code.hpp"
 #include "railyard/hf_directory.hpp"
+#include "railyard/input_file.hpp"
 #include "railyard/iso_time.hpp"
 #include "railyard/safetensors_export.hpp"
 
@@ -139,6 +140,11 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
                bool force) {
   if (format != "safetensors" && format != "hf") {
     return usage("export: --format '" + format + "' is not supported (allowed: safetensors, hf)");
+  }
+  try {
+    railyard::refuse_output_over_input(out, file);
+  } catch (const std::invalid_argument& e) {
+    return usage(std::string("export: ") + e.what());
   }
   try {
     const railyard::LoadedCheckpoint c = railyard::read_checkpoint(file);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "railyard/exit_code.hpp"
+#include "railyard/input_file.hpp"
 #include "railyard/token_dataset.hpp"
 
 namespace po = boost::program_options;
@@ -63,6 +64,9 @@ Args parse(int argc, char** argv, bool needs_out, bool generator, bool declare_v
   po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
   po::notify(vm);
   if (needs_out && a.out.empty()) throw po::error("-o OUT.h5 is required");
+  for (const std::string& f : a.files) {
+    if (needs_out) railyard::refuse_output_over_input(a.out, f);
+  }
   if (!generator && a.files.empty()) throw po::error("no input files given");
   if (generator && !a.files.empty()) throw po::error("synthetic takes no input files");
   return a;
@@ -78,12 +82,17 @@ int text(const Args& a) {
   std::vector<uint32_t> tokens;
   for (size_t i = 0; i < a.files.size(); ++i) {
     const std::string& f = a.files[i];
+    const std::string problem = railyard::input_file_problem(f);
+    if (!problem.empty()) throw DataError("text '" + f + "' " + problem);
     std::ifstream in(f, std::ios::binary);
     if (!in) throw DataError("text '" + f + "': cannot be read");
     std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
                                      std::istreambuf_iterator<char>());
     tokens.insert(tokens.end(), bytes.begin(), bytes.end());
     progress(i + 1, a.files.size(), f, tokens.size());
+  }
+  if (tokens.empty()) {
+    throw DataError("text: the input files are empty: a dataset of 0 tokens cannot train");
   }
   railyard::write_token_file(a.out, tokens, 256);
   std::printf("%s: %zu tokens from %zu files, vocab 256\n", a.out.c_str(), tokens.size(),
@@ -184,6 +193,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "railyard-data %s: %s\n%s", cmd.c_str(), e.what(), kUsageText);
     return kUsage;
   } catch (const DataError& e) {
+    std::fprintf(stderr, "railyard-data %s: %s\n", cmd.c_str(), e.what());
+    return kUsage;
+  } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "railyard-data %s: %s\n", cmd.c_str(), e.what());
     return kUsage;
   } catch (const std::exception& e) {

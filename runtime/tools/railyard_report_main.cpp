@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "railyard/input_file.hpp"
 #include "railyard/preempt.hpp"
 #include "railyard/run_log.hpp"
 #include "railyard/run_report.hpp"
@@ -38,8 +39,12 @@ int main(int argc, char** argv) {
     if (logs.empty()) throw po::error("give at least one run log (railyard-train --log-json FILE)");
     if (output.empty())
       throw po::error("give the output file with -o report.html or -o report.svg");
+    for (const std::string& log : logs) railyard::refuse_output_over_input(output, log);
   } catch (const po::error& e) {
     std::cerr << "railyard-report: " << e.what() << "\n" << visible << '\n';
+    return railyard::exit_code::kUsage;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "railyard-report: " << e.what() << '\n';
     return railyard::exit_code::kUsage;
   }
   try {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/engine.hpp"
 #include "railyard/json_log.hpp"
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   }
   Communicator* comm = nullptr;
   try {
+    init_checkpoint_io_before_mpi();
     comm = &Communicator::world();
     std::vector<std::unique_ptr<TrainObserver>> observers;
     int code = exit_code::kOk;

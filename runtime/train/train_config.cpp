@@ -10,12 +10,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "railyard/input_file.hpp"
+
 namespace railyard {
 namespace po = boost::program_options;
 
 namespace {
 
 constexpr unsigned kHelpWidth = 100;
+constexpr uint64_t kMaxConfigBytes = 1 << 20;  // documented in docs/training.md
 
 // One table of every option, bound to the fields of `c` (clang-format would scatter the
 // chained calls).
@@ -282,6 +285,9 @@ TrainConfig parse_train_config(int argc, const char* const argv[]) {
               vm);
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
+      // A config is a few lines; a directory, /dev/zero or a huge file is a mistake.
+      const std::string problem = input_file_problem(path, kMaxConfigBytes);
+      if (!problem.empty()) throw UsageError("--config '" + path + "' " + problem);
       std::ifstream in(path);
       if (!in) throw UsageError("--config: cannot read '" + path + "'");
       try {

@@ -381,6 +381,36 @@ TEST(Planner, BadRequestsAreNamed) {
   EXPECT_NE(message(r).find("CUDA device names"), std::string::npos);
 }
 
+TEST(Planner, DuplicateGpusForeignCpusAndGpusWithoutLocalityAreNamed) {
+  auto message = [](const Topology& t, PlanRequest r) {
+    try {
+      plan_step(t, r);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  PlanRequest r = request(4, 4);
+  r.step_gpus = {"0", "0", "0", "0"};
+  EXPECT_NE(message(dgx(), r).find("step GPU '0' is listed twice"), std::string::npos)
+      << message(dgx(), r);
+  r = request(2, 1);
+  r.task_cpus = {"5-1", "0"};
+  EXPECT_NE(message(dgx(), r).find("range 5-1 is reversed"), std::string::npos);
+  r.task_cpus = {"0-4294967296", "0"};
+  EXPECT_NE(message(dgx(), r).find("'0-4294967296'"), std::string::npos);
+  r.task_cpus = {"0", "9000"};  // the node has far fewer cpus
+  EXPECT_NE(message(dgx(), r).find("cpu list '9000' of task 1 names cpus outside this node's"),
+            std::string::npos)
+      << message(dgx(), r);
+  Topology hollow = dgx();
+  hollow.gpus[0].cpuset = "";
+  EXPECT_NE(message(hollow, request(1, 1))
+                .find("GPU 0 (" + hollow.gpus[0].pci_bus_id + ") has an empty cpuset"),
+            std::string::npos)
+      << message(hollow, request(1, 1));
+}
+
 TEST(Planner, JsonHasTheDocumentedShape) {
   PlanRequest r = request(2, 8);
   const StepPlan plan = plan_step(dgx(), r);

@@ -124,6 +124,15 @@ TEST_F(TrainConfigTest, HelpListsEveryOptionWithDefaults) {
   EXPECT_NE(h.find("RAILYARD_"), std::string::npos);
 }
 
+TEST_F(TrainConfigTest, AConfigThatIsNotARegularSmallFileIsAnError) {
+  const std::string d = p("a.h5");
+  expect_usage({"--data", d, "--config", dir_.string()}, {"--config", "is a directory"});
+  expect_usage({"--data", d, "--config", "/dev/zero"}, {"--config", "is a character device"});
+  expect_usage({"--data", d, "--config", p("none.conf")}, {"--config", "does not exist"});
+  std::ofstream(p("huge.conf")) << std::string(2 << 20, '#');
+  expect_usage({"--data", d, "--config", p("huge.conf")}, {"--config", "more than the 1048576"});
+}
+
 TEST_F(TrainConfigTest, BadValuesNameTheOptionAndWhatIsAllowed) {
   const std::string d = p("a.h5");
   expect_usage({}, {"--data", "required"});
