@@ -41,9 +41,9 @@ std::string missing_pmi_message() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_FD"}) {
     if (has_env(name)) return "";
   }
-  const char* mpi = std::getenv("SLURM_MPI_TYPE");
+  const std::optional<std::string> mpi = env_value("SLURM_MPI_TYPE");
   return std::string("this Slurm job step was started without PMIx") +
-         (mpi != nullptr && *mpi ? std::string(" (srun --mpi=") + mpi + ")" : "") +
+         (mpi ? " (srun --mpi=" + *mpi + ")" : std::string()) +
          ", so MPI cannot start the ranks: launch with 'srun --mpi=pmix railyard-train ...' "
          "(admins: MpiDefault=pmix in slurm.conf makes it the default; 'srun --mpi=list' shows "
          "the MPI plugins of this cluster)";
