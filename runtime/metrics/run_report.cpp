@@ -48,16 +48,19 @@ std::string num(double v, int decimals = 1) {
   return buffer;
 }
 
-// Tick labels: 3 significant digits, with k/M for throughput-sized numbers.
-std::string tick_label(double v) {
+// Tick labels: 3 significant digits, with k/M for throughput-sized numbers. With the ticks'
+// spacing given, enough decimals that neighbouring ticks never read the same (10.85, 10.9).
+std::string tick_label(double v, double spacing = 0) {
   char buffer[48];
   const double a = std::fabs(v);
-  if (a >= 1e6) {
-    std::snprintf(buffer, sizeof buffer, "%.3gM", v / 1e6);
-  } else if (a >= 1e3) {
-    std::snprintf(buffer, sizeof buffer, "%.3gk", v / 1e3);
+  const double scale = a >= 1e6 ? 1e6 : a >= 1e3 ? 1e3 : 1;
+  const char* suffix = a >= 1e6 ? "M" : a >= 1e3 ? "k" : "";
+  if (spacing > 0) {
+    const int decimals =
+        std::max(0, static_cast<int>(std::ceil(-std::log10(spacing / scale) - 1e-9)));
+    std::snprintf(buffer, sizeof buffer, "%.*f%s", decimals, v / scale, suffix);
   } else {
-    std::snprintf(buffer, sizeof buffer, "%.3g", v);
+    std::snprintf(buffer, sizeof buffer, "%.3g%s", v / scale, suffix);
   }
   return buffer;
 }
@@ -283,12 +286,14 @@ class SvgWriter {
     out_ += "<g class=\"frame\" data-panel=\"" + std::string(p.name) + "\">\n";
     out_ += "<text x=\"" + num(kLeft) + "\" y=\"" + num(p.top - 6) + "\" font-weight=\"bold\">" +
             escape(p.title) + "</text>\n";
-    for (double t : ticks(p.lo, p.hi, 5)) {
+    const std::vector<double> y_ticks = ticks(p.lo, p.hi, 5);
+    const double y_spacing = y_ticks.size() > 1 ? y_ticks[1] - y_ticks[0] : 0;
+    for (double t : y_ticks) {
       const double ty = y(p, t);
       out_ += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kWidth - kRight) + "\" y1=\"" +
               num(ty) + "\" y2=\"" + num(ty) + "\" stroke=\"#e6e6e6\"/>";
       out_ += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(ty + 4) +
-              "\" text-anchor=\"end\" fill=\"#444\">" + tick_label(t) + "</text>\n";
+              "\" text-anchor=\"end\" fill=\"#444\">" + tick_label(t, y_spacing) + "</text>\n";
     }
     for (double t : ticks(static_cast<double>(a_.x_min), static_cast<double>(a_.x_max), 10)) {
       const double tx = x(static_cast<int64_t>(std::llround(t)));
