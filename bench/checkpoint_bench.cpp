@@ -172,7 +172,7 @@ int run_bench(const Options& o) {
   for (int r = 0; r < o.repeat; ++r) {
     stalls.push_back(periodic_save(*engine, store, run.done(), c));
     std::vector<double> these;
-    while (store.busy()) these.push_back(run.step());
+    while (!store.background_finished()) these.push_back(run.step());
     const auto res = store.wait();
     std::printf(
         "periodic save %d: stall %.2f ms | background write %.3f s durable (%.3f GB/s) | %zu "

@@ -13,14 +13,14 @@ void BackgroundWriter::start(std::function<SaveResult()> job) {
   if (thread_.joinable()) throw std::logic_error("BackgroundWriter: a job is still running");
   result_.reset();
   error_ = nullptr;
-  busy_ = true;
+  finished_.store(false, std::memory_order_release);
   thread_ = std::thread([this, job = std::move(job)] {
     try {
       result_ = job();
     } catch (...) {
       error_ = std::current_exception();
     }
-    busy_ = false;
+    finished_.store(true, std::memory_order_release);
   });
 }
 

@@ -226,7 +226,7 @@ TEST(StreamedCheckpoint, ABackgroundSaveOfASnapshotHoldsItUntilWaitedFor) {
   EXPECT_FALSE(watch.expired());  // the writer reads it
   const auto r = store.wait();
   ASSERT_TRUE(r.has_value());
-  EXPECT_FALSE(store.busy());
+  EXPECT_TRUE(store.background_finished());
   EXPECT_TRUE(watch.expired());
   const LoadedCheckpoint got = read_checkpoint(r->path, &c);
   EXPECT_EQ(got.state.params, st.params);
