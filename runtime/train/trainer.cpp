@@ -1,8 +1,6 @@
 #include "railyard/trainer.hpp"
 
-#include <fcntl.h>
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
