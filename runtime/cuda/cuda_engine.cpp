@@ -1,5 +1,6 @@
 #include "railyard/cuda_engine.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -103,6 +104,7 @@ class CudaEngine final : public Engine {
   void fetch_losses(int N);
   double sum_losses(int N);
   void refresh_compute_copy();
+  void settle_zero_grad();
 
   T* w(size_t off) const { return compute_ + off; }
   float* g(size_t off) const { return grads_ + off; }
@@ -140,6 +142,14 @@ class CudaEngine final : public Engine {
   // Scratch shared by all layers.
   T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
   T *dA_ = nullptr, *dB_ = nullptr, *dresid_ = nullptr;
+  // Scratch of the two-pass reductions (LayerNorm and bias gradients, the embedding's sort, the
+  // gradient norm): fixed-order sums instead of float atomics.
+  float* partials_ = nullptr;
+  double* norm_partials_ = nullptr;
+  void* embed_scratch_ = nullptr;
+  // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
+  // saves clearing the whole buffer every step.
+  bool overwrite_grads_ = false;
 
   std::unique_ptr<InputPipeline> input_;
   std::unique_ptr<NcclComm> nccl_;
@@ -329,6 +339,13 @@ void CudaEngine<T>::plan_memory() {
   size_t o_dA = plan.add("scratch: grad A", NC * e);
   size_t o_dB = plan.add("scratch: grad B", NC * e);
   size_t o_dresid = plan.add("scratch: residual grad", NC * e);
+  const size_t n_partials =
+      std::max(layernorm_backward_partials(int(N), C_), bias_grad_partials(int(N), 4 * C_));
+  size_t o_partials = plan.add("scratch: reduction partials", n_partials * f);
+  size_t o_norm_partials =
+      plan.add("scratch: norm partials", grad_sumsq_partials() * sizeof(double));
+  size_t o_embed =
+      plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
 
   size_t free_b = 0, total_b = 0;
   RY_CUDA(cudaMemGetInfo(&free_b, &total_b));
@@ -383,6 +400,9 @@ void CudaEngine<T>::plan_memory() {
   dA_ = mem_.as<T>(o_dA);
   dB_ = mem_.as<T>(o_dB);
   dresid_ = mem_.as<T>(o_dresid);
+  partials_ = mem_.as<float>(o_partials);
+  norm_partials_ = mem_.as<double>(o_norm_partials);
+  embed_scratch_ = mem_.as<void>(o_embed);
   host_scalars_ = PinnedBuffer(N * sizeof(float) + sizeof(double));
 }
 
@@ -463,11 +483,15 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
   const AttentionShape shape{B, Tn, H_, C_ / H_};
   Matmul& mm = *mm_;
   const size_t n4 = size_t(N) * 4 * C_;
+  // Every gradient is written once per backward: the first after zero_grad overwrites.
+  const bool acc = !overwrite_grads_;
+  overwrite_grads_ = false;
+  float* part = partials_;
   // LM head (tied to wte) and the final LayerNorm.
   mm.linear_backward_input(dB_, logits_, w(wte_), N, C_, Vp_, dt, false, stream_);
-  mm.linear_backward_weight(g(wte_), logits_, lnf_, N, C_, Vp_, dt, stream_);
-  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), dB_, resid_final_, w(lnfw_), lnf_mean_, lnf_rstd_,
-                     N, C_, false, stream_);
+  mm.linear_backward_weight(g(wte_), logits_, lnf_, N, C_, Vp_, dt, acc, stream_);
+  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), part, dB_, resid_final_, w(lnfw_), lnf_mean_,
+                     lnf_rstd_, N, C_, false, acc, stream_);
   if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
   for (int l = L_ - 1; l >= 0; --l) {
     const LayerParams& p = lp_[l];
@@ -480,30 +504,32 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
     // MLP: dresid is the gradient of the layer's output.
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
-    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, stream_);
-    bias_grad(g(p.mpb), dresid_, N, C_, stream_);
+    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
+    bias_grad(g(p.mpb), part, dresid_, N, C_, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, stream_);
-    bias_grad(g(p.fcb), d4_, N, 4 * C_, stream_);
-    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
-                       a.ln2_rstd, N, C_, true, stream_);
+    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, acc, stream_);
+    bias_grad(g(p.fcb), part, d4_, N, 4 * C_, acc, stream_);
+    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), part, dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
+                       a.ln2_rstd, N, C_, true, acc, stream_);
     // Attention.
     if (opts_.recompute) {
       layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_,
                         stream_);
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, stream_);
-    bias_grad(g(p.projb), dresid_, N, C_, stream_);
+    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
+    bias_grad(g(p.projb), part, dresid_, N, C_, acc, stream_);
     attention_backward(mm, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, shape, stream_);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, stream_);
-    bias_grad(g(p.qkvb), qkv_, N, 3 * C_, stream_);
-    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), dB_, a.resid, w(p.ln1w), a.ln1_mean,
-                       a.ln1_rstd, N, C_, true, stream_);
+    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
+    bias_grad(g(p.qkvb), part, qkv_, N, 3 * C_, acc, stream_);
+    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), part, dB_, a.resid, w(p.ln1w), a.ln1_mean,
+                       a.ln1_rstd, N, C_, true, acc, stream_);
     if (exchange) exchange_->launch(size_t(l), stream_);
   }
-  embedding_backward(g(wte_), g(wpe_), dresid_, tokens_, B, Tn, C_, stream_);
+  // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
+  embedding_backward(g(wte_), g(wpe_), embed_scratch_, dresid_, tokens_, B, Tn, C_, V_, acc,
+                     stream_);
   if (exchange) exchange_->launch(size_t(L_), stream_);
 }
 
@@ -525,7 +551,15 @@ double CudaEngine<T>::sum_losses(int N) {
 
 template <typename T>
 void CudaEngine<T>::zero_grad() {
+  overwrite_grads_ = true;
+}
+
+// For a step with no backward since zero_grad: then the gradients really are zero.
+template <typename T>
+void CudaEngine<T>::settle_zero_grad() {
+  if (!overwrite_grads_) return;
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
+  overwrite_grads_ = false;
 }
 
 template <typename T>
@@ -559,6 +593,7 @@ float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const i
 
 template <typename T>
 void CudaEngine<T>::reduce_gradients() {
+  settle_zero_grad();
   exchange_->finish(stream_);
 }
 
@@ -567,8 +602,8 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   // Every rank holds the whole averaged gradient, so each computes the same norm locally. The
   // clip factor is computed on the device and the update queued before the host waits for the
   // norm, so the next step's launches overlap the update.
-  RY_CUDA(cudaMemsetAsync(norm_acc_, 0, sizeof(double), stream_));
-  grad_sumsq(norm_acc_, grads_, padded_, stream_);
+  settle_zero_grad();
+  grad_sumsq(norm_acc_, norm_partials_, grads_, padded_, stream_);
   double* h =
       reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
   RY_CUDA(cudaMemcpyAsync(h, norm_acc_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
