@@ -14,6 +14,9 @@
 #include "adamw_kernels.hpp"
 #include "allocation_plan.hpp"
 #include "attention.hpp"
+#if RAILYARD_HAVE_CUDNN
+#include "attention_cudnn.hpp"
+#endif
 #include "bias_grad_kernels.hpp"
 #include "convert_kernels.hpp"
 #include "cross_entropy_kernels.hpp"
@@ -61,9 +64,10 @@ struct LayerActs {
   T* resid;  // the layer's input (the residual stream)
   T* ln1;
   float *ln1_mean, *ln1_rstd;
-  T* qkvp;   // q, k, v per head
-  T* probs;  // attention probabilities
-  T* atty;   // attention output, heads side by side
+  T* qkvp;       // q, k, v per head; with cuDNN the projection's output [N, 3, H, hd] itself
+  T* probs;      // attention probabilities (built-in attention only)
+  float* stats;  // softmax log-sum-exp per row (cuDNN attention only)
+  T* atty;       // attention output, heads side by side
   T* resid_mid;
   T* ln2;
   float *ln2_mean, *ln2_rstd;
@@ -99,6 +103,13 @@ class CudaEngine final : public Engine {
   int check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
                   int Tn) const;
   void forward(int B, int Tn);
+  // The attention block of layer l: from ln1 to atty, and from d(atty) in dB_ to dqkv in qkv_.
+  void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
+  void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
+  bool fused_attention() const;
+  // Picks the attention (cuDNN's fused one for bf16 where built and supported) and returns the
+  // workspace bytes it needs at the planned shape.
+  size_t choose_attention();
   void backward(int B, int Tn, bool exchange);
   // Queues the copy of the per-position losses to the host; sum_losses waits for it alone.
   void fetch_losses(int N);
@@ -154,6 +165,9 @@ class CudaEngine final : public Engine {
   std::unique_ptr<InputPipeline> input_;
   std::unique_ptr<NcclComm> nccl_;
   std::unique_ptr<GradientExchange> exchange_;
+#if RAILYARD_HAVE_CUDNN
+  std::unique_ptr<CudnnAttention> fused_;
+#endif
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
 };
@@ -233,6 +247,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>();
   plan_memory();
+  describe_ += fused_attention() ? " attention:cudnn" : " attention:built-in";
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
@@ -296,9 +311,12 @@ void CudaEngine<T>::plan_memory() {
     o_tgt[k] = plan.add("targets", N * sizeof(int32_t));
   }
   size_t o_loss = plan.add("losses", N * f);
+  const size_t attn_ws = choose_attention();
+  const bool fused = fused_attention();
+  size_t o_attn_ws = plan.add("attention workspace", attn_ws);
 
   struct LayerOffsets {
-    size_t resid, ln1, ln1m, ln1r, qkvp, probs, atty, mid, ln2, ln2m, ln2r, fc, gelu;
+    size_t resid, ln1, ln1m, ln1r, qkvp, probs, stats, atty, mid, ln2, ln2m, ln2r, fc, gelu;
   };
   std::vector<LayerOffsets> lo(L_);
   // With --recompute the LayerNorm outputs and the GELU are rebuilt in backward from what is
@@ -317,7 +335,8 @@ void CudaEngine<T>::plan_memory() {
     x.ln1m = plan.add(p + "ln stats", N * f);
     x.ln1r = plan.add(p + "ln stats", N * f);
     x.qkvp = plan.add(p + "q k v", 3 * NC * e);
-    x.probs = plan.add(p + "attention probabilities", probs * e);
+    x.probs = fused ? 0 : plan.add(p + "attention probabilities", probs * e);
+    x.stats = fused ? plan.add(p + "attention statistics", size_t(Bmax_) * H_ * Tmax_ * f) : 0;
     x.atty = plan.add(p + "attention output", NC * e);
     x.mid = plan.add(p + "residual", NC * e);
     x.ln2 = opts_.recompute ? shared_ln2 : plan.add(p + "ln2", NC * e);
@@ -332,9 +351,9 @@ void CudaEngine<T>::plan_memory() {
   size_t o_lnfr = plan.add("lnf stats", N * f);
   size_t o_logits = plan.add("logits / dlogits", N * size_t(Vp_) * e);
   size_t o_qkv = plan.add("scratch: qkv", 3 * NC * e);
-  size_t o_oh = plan.add("scratch: heads", NC * e);
-  size_t o_dprobs = plan.add("scratch: dprobs", probs * e);
-  size_t o_dqkvp = plan.add("scratch: dqkv heads", 3 * NC * e);
+  size_t o_oh = fused ? 0 : plan.add("scratch: heads", NC * e);
+  size_t o_dprobs = fused ? 0 : plan.add("scratch: dprobs", probs * e);
+  size_t o_dqkvp = fused ? 0 : plan.add("scratch: dqkv heads", 3 * NC * e);
   size_t o_d4 = plan.add("scratch: mlp grad", 4 * NC * e);
   size_t o_dA = plan.add("scratch: grad A", NC * e);
   size_t o_dB = plan.add("scratch: grad B", NC * e);
@@ -381,10 +400,19 @@ void CudaEngine<T>::plan_memory() {
   acts_.resize(L_);
   for (int l = 0; l < L_; ++l) {
     const LayerOffsets& x = lo[l];
-    acts_[l] = {mem_.as<T>(x.resid),    mem_.as<T>(x.ln1),      mem_.as<float>(x.ln1m),
-                mem_.as<float>(x.ln1r), mem_.as<T>(x.qkvp),     mem_.as<T>(x.probs),
-                mem_.as<T>(x.atty),     mem_.as<T>(x.mid),      mem_.as<T>(x.ln2),
-                mem_.as<float>(x.ln2m), mem_.as<float>(x.ln2r), mem_.as<T>(x.fc),
+    acts_[l] = {mem_.as<T>(x.resid),
+                mem_.as<T>(x.ln1),
+                mem_.as<float>(x.ln1m),
+                mem_.as<float>(x.ln1r),
+                mem_.as<T>(x.qkvp),
+                fused ? nullptr : mem_.as<T>(x.probs),
+                fused ? mem_.as<float>(x.stats) : nullptr,
+                mem_.as<T>(x.atty),
+                mem_.as<T>(x.mid),
+                mem_.as<T>(x.ln2),
+                mem_.as<float>(x.ln2m),
+                mem_.as<float>(x.ln2r),
+                mem_.as<T>(x.fc),
                 mem_.as<T>(x.gelu)};
   }
   resid_final_ = mem_.as<T>(o_rfinal);
@@ -393,9 +421,14 @@ void CudaEngine<T>::plan_memory() {
   lnf_rstd_ = mem_.as<float>(o_lnfr);
   logits_ = mem_.as<T>(o_logits);
   qkv_ = mem_.as<T>(o_qkv);
-  o_heads_ = mem_.as<T>(o_oh);
-  dprobs_ = mem_.as<T>(o_dprobs);
-  dqkvp_ = mem_.as<T>(o_dqkvp);
+  o_heads_ = fused ? nullptr : mem_.as<T>(o_oh);
+  dprobs_ = fused ? nullptr : mem_.as<T>(o_dprobs);
+  dqkvp_ = fused ? nullptr : mem_.as<T>(o_dqkvp);
+#if RAILYARD_HAVE_CUDNN
+  if (fused) fused_->set_workspace(mem_.as<void>(o_attn_ws), attn_ws);
+#else
+  (void)o_attn_ws;
+#endif
   d4_ = mem_.as<T>(o_d4);
   dA_ = mem_.as<T>(o_dA);
   dB_ = mem_.as<T>(o_dB);
@@ -455,8 +488,7 @@ void CudaEngine<T>::forward(int B, int Tn) {
   for (int l = 0; l < L_; ++l) {
     const LayerParams& p = lp_[l];
     LayerActs<T>& a = acts_[l];
-    mm.linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
-    attention_forward(mm, a.atty, a.qkvp, a.probs, o_heads_, qkv_, shape, stream_);
+    attention_block_forward(a, p, shape);
     mm.linear_forward(dA_, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_);
     residual_layernorm_forward(a.resid_mid, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid, dA_, w(p.ln2w),
                                w(p.ln2b), N, C_, stream_);
@@ -474,6 +506,65 @@ void CudaEngine<T>::forward(int B, int Tn) {
     }
   }
   mm.linear_forward(logits_, lnf_, w(wte_), nullptr, N, C_, Vp_, dt, stream_);
+}
+
+template <typename T>
+bool CudaEngine<T>::fused_attention() const {
+#if RAILYARD_HAVE_CUDNN
+  return fused_ != nullptr;
+#else
+  return false;
+#endif
+}
+
+template <typename T>
+size_t CudaEngine<T>::choose_attention() {
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    // cuDNN says at graph build whether it supports the shape (head size, GPU); where not, the
+    // built-in attention runs, and describe() says which one does.
+    try {
+      fused_ = std::make_unique<CudnnAttention>();
+      return fused_->prepare(AttentionShape{Bmax_, Tmax_, H_, C_ / H_});
+    } catch (const std::exception& e) {
+      fused_.reset();
+      describe_ += " (cuDNN attention unavailable: " + std::string(e.what()) + ")";
+    }
+  }
+#endif
+  return 0;
+}
+
+template <typename T>
+void CudaEngine<T>::attention_block_forward(LayerActs<T>& a, const LayerParams& p,
+                                            const AttentionShape& s) {
+  const int N = s.B * s.T;
+  const cudaDataType_t dt = cuda_dtype<T>();
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    if (fused_) {
+      // The projection's output is what backward needs: kept as is, read by stride.
+      mm_->linear_forward(a.qkvp, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+      fused_->forward(a.atty, a.stats, a.qkvp, s, stream_);
+      return;
+    }
+  }
+#endif
+  mm_->linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+  attention_forward(*mm_, a.atty, a.qkvp, a.probs, o_heads_, qkv_, s, stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::attention_block_backward(LayerActs<T>& a, const AttentionShape& s) {
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    if (fused_) {
+      fused_->backward(qkv_, dB_, a.atty, a.stats, a.qkvp, s, stream_);
+      return;
+    }
+  }
+#endif
+  attention_backward(*mm_, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, s, stream_);
 }
 
 template <typename T>
@@ -519,7 +610,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
     bias_grad(g(p.projb), part, dresid_, N, C_, acc, stream_);
-    attention_backward(mm, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, shape, stream_);
+    attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
     bias_grad(g(p.qkvb), part, qkv_, N, 3 * C_, acc, stream_);

@@ -8,6 +8,9 @@
 
 #include "adamw_kernels.hpp"
 #include "attention.hpp"
+#if RAILYARD_HAVE_CUDNN
+#include "attention_cudnn.hpp"
+#endif
 #include "bias_grad_kernels.hpp"
 #include "cross_entropy_kernels.hpp"
 #include "dtype.hpp"
@@ -263,6 +266,39 @@ void check_attention(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStre
           std::is_same_v<T, float> ? 1e-5 : 2e-2);
 }
 
+#if RAILYARD_HAVE_CUDNN
+// cuDNN's fused attention (bf16 only) against the float64 reference, and its backward pass
+// twice for the same bits (the deterministic algorithm).
+void check_cudnn_attention(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  using T = cuda::bf16;
+  cuda::AttentionShape sh{B, Tn, H, C / H};
+  DevArray<T> qkv(size_t(N) * 3 * C), out(size_t(N) * C), dout(size_t(N) * C),
+      dqkv(size_t(N) * 3 * C);
+  DevArray<float> stats(cuda::CudnnAttention::stats_elems(sh));
+  cuda::CudnnAttention attn;
+  DeviceBuffer ws(attn.prepare(sh));
+  attn.set_workspace(ws.as<void>(), ws.bytes());
+  auto hqkv = qkv.upload(random_vec(rng, qkv.n));
+  out.poison();
+  attn.forward(out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
+  std::vector<double> ro(out.n), ratt(sh.prob_elems());
+  cpu::attention_forward<double>(ro.data(), ratt.data(), hqkv.data(), B, Tn, C, H);
+  r.check("bf16 cudnn attention forward", out.download(), ro, 1e-2);
+
+  auto hdo = dout.upload(random_vec(rng, dout.n));
+  dqkv.poison();
+  attn.backward(dqkv.ptr(), dout.ptr(), out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
+  auto first = dqkv.download();
+  std::vector<double> rdqkv(dqkv.n, 0.0), scratch(size_t(Tn) * Tn);
+  cpu::attention_backward<double>(rdqkv.data(), scratch.data(), hdo.data(), hqkv.data(),
+                                  ratt.data(), B, Tn, C, H);
+  r.check("bf16 cudnn attention backward", first, rdqkv, 2e-2);
+  dqkv.poison();
+  attn.backward(dqkv.ptr(), dout.ptr(), out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
+  r.same_bits("bf16 cudnn attention backward, twice", dqkv.download(), first);
+}
+#endif
+
 template <typename T>
 void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   std::string t = type_name<T>();
@@ -374,6 +410,9 @@ int main() {
     check_all<float>(r, rng, mm, s);
     check_all<cuda::bf16>(r, rng, mm, s);
     check_grad_norm(r, rng, s);
+#if RAILYARD_HAVE_CUDNN
+    check_cudnn_attention(r, rng, s);
+#endif
     return r.exit_code();
   } catch (const std::exception& e) {
     std::printf("FAILED with exception: %s\n", e.what());
