@@ -161,6 +161,8 @@ class CudaEngine final : public Engine {
   // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
   // saves clearing the whole buffer every step.
   bool overwrite_grads_ = false;
+  // One rank averages nothing: NCCL is skipped unless bf16 reduction asks for its rounding.
+  bool exchange_needed_ = true;
 
   std::unique_ptr<InputPipeline> input_;
   std::unique_ptr<NcclComm> nccl_;
@@ -274,6 +276,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
   buckets.push_back({0, lp_.front().begin});     // embeddings: final only after the whole backward
   buckets.push_back({lp_.back().end, padded_});  // lnf: final first
+  exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
   exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
                                                  std::move(buckets), opts_.reduce_bf16);
   RY_CUDA(cudaStreamSynchronize(stream_));
@@ -664,7 +667,7 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   float dscale = scored > 0 ? grad_scale / float(scored) : 0.0f;
   cross_entropy_forward_backward(logits_, losses_, targets_, N, V_, Vp_, dscale, true, stream_);
   fetch_losses(N);
-  backward(B, Tn, last_micro_step);
+  backward(B, Tn, last_micro_step && exchange_needed_);
   // Waits for the forward pass only: backward keeps the GPU busy while the host moves on.
   double s = sum_losses(N);
   return scored > 0 ? float(s / scored) : 0.0f;
@@ -685,7 +688,7 @@ float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const i
 template <typename T>
 void CudaEngine<T>::reduce_gradients() {
   settle_zero_grad();
-  exchange_->finish(stream_);
+  if (exchange_needed_) exchange_->finish(stream_);
 }
 
 template <typename T>
