@@ -106,43 +106,37 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, c
 }
 
 // The same with each lane's columns fixed (packs lane, lane + 32, ...; at most P of them), so
-// dw and db accumulate in registers and the row stays in registers between its two passes.
+// dw and db accumulate in registers and the row stays in registers (as loaded, 16-bit for bf16)
+// between its two passes. w is read again per row (from L1): registers are what limits how many
+// warps a multiprocessor holds, and so how many rows' loads are in flight.
 template <typename T, int P>
-__global__ void layernorm_backward_packed_kernel(T* dx, float* partials, const T* dy, const T* x,
-                                                 const T* w, const float* mean, const float* rstd,
-                                                 int N, int C, bool accumulate) {
+__global__ void __launch_bounds__(kWarps * 32, 2)
+    layernorm_backward_packed_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
+                                     const float* mean, const float* rstd, int N, int C,
+                                     bool accumulate) {
   constexpr int kN = Pack<T>::kN;
   extern __shared__ float acc[];  // [kWarps][dw[C], db[C]]
   const int lane = threadIdx.x % 32, packs = C / kN;
-  float adw[P][kN] = {}, adb[P][kN] = {}, wv[P][kN];
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    int q = lane + 32 * i;
-    if (q < packs) {
-      Pack<T> pw = load_pack(w + q * kN);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) wv[i][k] = to_f(pw.v[k]);
-    }
-  }
+  float adw[P][kN] = {}, adb[P][kN] = {};
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
     const float m = mean[row], r = rstd[row];
-    float dyv[P][kN], xh[P][kN];
+    Pack<T> pd[P], px[P];
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       int q = lane + 32 * i;
       if (q < packs) {
-        Pack<T> pd = load_pack(dy + size_t(row) * C + q * kN);
-        Pack<T> px = load_pack(x + size_t(row) * C + q * kN);
+        pd[i] = load_pack(dy + size_t(row) * C + q * kN);
+        px[i] = load_pack(x + size_t(row) * C + q * kN);
+        Pack<T> pw = load_pack(w + q * kN);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          dyv[i][k] = to_f(pd.v[k]);
-          xh[i][k] = (to_f(px.v[k]) - m) * r;
-          float g = dyv[i][k] * wv[i][k];
+          float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
+          float g = d * to_f(pw.v[k]);
           s1 += g;
-          s2 += g * xh[i][k];
-          adw[i][k] += dyv[i][k] * xh[i][k];
-          adb[i][k] += dyv[i][k];
+          s2 += g * xh;
+          adw[i][k] += d * xh;
+          adb[i][k] += d;
         }
       }
     }
@@ -153,11 +147,12 @@ __global__ void layernorm_backward_packed_kernel(T* dx, float* partials, const T
       int q = lane + 32 * i;
       if (q < packs) {
         T* dxp = dx + size_t(row) * C + q * kN;
-        Pack<T> out;
+        Pack<T> pw = load_pack(w + q * kN), out;
         if (accumulate) out = load_pack(dxp);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          float g = r * (dyv[i][k] * wv[i][k] - s1 - xh[i][k] * s2);
+          float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
+          float g = r * (d * to_f(pw.v[k]) - s1 - xh * s2);
           out.v[k] = from_f<T>(accumulate ? to_f(out.v[k]) + g : g);
         }
         store_pack(dxp, out);
