@@ -85,6 +85,9 @@ if has check; then
   timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$W/checks.log"
   log check: model
   timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee -a "$W/checks.log"
+  log check: railyard-train twice and stopped + resumed, small model
+  RAILYARD_SOURCE_DIR=$PWD RAILYARD_BUILD_DIR=$BUILD timeout 300 python3 tests/gpu/train_repro.py \
+    2>&1 | tee -a "$W/checks.log"
 fi
 
 DATA=/tmp/railyard-bench-data.h5
