@@ -171,7 +171,8 @@ class CudaEngine final : public Engine {
   // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
   // saves clearing the whole buffer every step.
   bool overwrite_grads_ = false;
-  // One rank averages nothing: NCCL is skipped unless bf16 reduction asks for its rounding.
+  // One rank averages nothing: NCCL is skipped unless bf16 reduction asks for its rounding;
+  // without it, nccl_ and exchange_ stay empty.
   bool exchange_needed_ = true;
 
   std::unique_ptr<InputPipeline> input_;
@@ -281,14 +282,18 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
   refresh_compute_copy();
 
-  nccl_ = std::make_unique<NcclComm>(comm_);
-  std::vector<GradBucket> buckets;
-  for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
-  buckets.push_back({0, lp_.front().begin});     // embeddings: final only after the whole backward
-  buckets.push_back({lp_.back().end, padded_});  // lnf: final first
+  // One rank has nothing to average: no NCCL communicator (nor its buffers) at all, unless bf16
+  // reduction asks for the rounding that its exchange applies.
   exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
-  exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
-                                                 std::move(buckets), opts_.reduce_bf16);
+  if (exchange_needed_) {
+    nccl_ = std::make_unique<NcclComm>(comm_);
+    std::vector<GradBucket> buckets;
+    for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
+    buckets.push_back({0, lp_.front().begin});  // embeddings: final only after the whole backward
+    buckets.push_back({lp_.back().end, padded_});  // lnf: final first
+    exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
+                                                   std::move(buckets), opts_.reduce_bf16);
+  }
   RY_CUDA(cudaStreamSynchronize(stream_));
 }
 
