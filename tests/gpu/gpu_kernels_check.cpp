@@ -319,9 +319,10 @@ void check_cudnn_attention(Report& r, std::mt19937_64& rng, cudaStream_t s) {
 }
 #endif
 
+// rows x Vp logits; rows of up to 112 KiB are staged in shared memory, longer ones read twice.
 template <typename T>
-void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s) {
-  std::string t = type_name<T>();
+void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N, int V, int Vp) {
+  std::string t = type_name<T>() + std::string(size_t(Vp) * sizeof(T) > 112 * 1024 ? " wide" : "");
   std::vector<int32_t> tgt(N);
   std::uniform_int_distribution<int> pick(0, V - 1);
   for (int i = 0; i < N; ++i) tgt[i] = i % 17 == 5 ? -1 : pick(rng);  // some ignored positions
@@ -412,7 +413,8 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_gelu<T>(r, rng, s);
   check_embedding<T>(r, rng, s);
   check_attention<T>(r, rng, mm, s);
-  check_cross_entropy<T>(r, rng, s);
+  check_cross_entropy<T>(r, rng, s, N, V, Vp);
+  check_cross_entropy<T>(r, rng, s, 24, 50257, 50304);  // GPT-2's: staged in bf16, not in fp32
   check_adamw<T>(r, rng, s);
 }
 
