@@ -331,7 +331,6 @@ void CudaEngine<T>::plan_memory() {
   size_t o_loss = plan.add("losses", N * f);
   const size_t attn_ws = choose_attention();
   const bool fused = fused_attention();
-  size_t o_attn_ws = plan.add("attention workspace", attn_ws);
 
   struct LayerOffsets {
     size_t resid, ln1, ln1m, ln1r, qkvp, probs, stats, atty, mid, ln2, ln2m, ln2r, fc, gelu;
@@ -367,13 +366,17 @@ void CudaEngine<T>::plan_memory() {
   size_t o_lnf = plan.add("lnf", NC * e);
   size_t o_lnfm = plan.add("lnf stats", N * f);
   size_t o_lnfr = plan.add("lnf stats", N * f);
-  size_t o_logits = plan.add("logits / dlogits", std::min(N, kHeadRows) * size_t(Vp_) * e);
-  size_t o_qkv = plan.add("scratch: qkv", 3 * NC * e);
-  size_t o_oh = fused ? 0 : plan.add("scratch: heads", NC * e);
-  size_t o_dprobs = fused ? 0 : plan.add("scratch: dprobs", probs * e);
-  size_t o_dqkvp = fused ? 0 : plan.add("scratch: dqkv heads", 3 * NC * e);
-  size_t o_d4 = plan.add("scratch: mlp grad", 4 * NC * e);
-  size_t o_dA = plan.add("scratch: grad A", NC * e);
+  // The logits live only inside loss_head, between forward and backward; the attention's
+  // workspace and these scratch buffers only inside forward and backward: one region for both.
+  const auto overlaid =
+      plan.add_overlaid("logits / attention workspace and scratch",
+                        {{std::min(N, kHeadRows) * size_t(Vp_) * e},
+                         {attn_ws, 3 * NC * e, 4 * NC * e, NC * e, fused ? 0 : NC * e,
+                          fused ? 0 : probs * e, fused ? 0 : 3 * NC * e}});
+  const size_t o_logits = overlaid[0][0];
+  const size_t o_attn_ws = overlaid[1][0], o_qkv = overlaid[1][1], o_d4 = overlaid[1][2],
+               o_dA = overlaid[1][3], o_oh = overlaid[1][4], o_dprobs = overlaid[1][5],
+               o_dqkvp = overlaid[1][6];
   size_t o_dB = plan.add("scratch: grad B", NC * e);
   size_t o_dresid = plan.add("scratch: residual grad", NC * e);
   const size_t n_partials =
