@@ -153,7 +153,7 @@ if has profile; then
   # for its duration); gpu_profile_table.py cuts one step from one AdamW update to the next and
   # sets the kernel time against the median step wall time: the rest is the gap.
   log profile
-  timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 1500 \
+  timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --launch-skip 1500 \
     --launch-count 1000 --csv --log-file "$W/ncu.csv" "$BUILD/runtime/tools/railyard-train" \
     --data $DATA $GPT --steps 14 --device cuda --precision bf16 --log-every 0 > /dev/null 2>&1
   step_ms=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['systems']['railyard']['median_step_ms'])" \
