@@ -89,6 +89,9 @@ Matmul::Plan* Matmul::plan_for(const GemmCall& c) {
       throw std::logic_error("Matmul: the bias-gradient epilogue stands alone, with beta 0");
     }
     epi = CUBLASLT_EPILOGUE_BGRADB;
+    cudaDataType_t bias_type = CUDA_R_32F;  // gradients are fp32 whatever the operands
+    RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                             sizeof(bias_type)));
     RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias_grad,
                                              sizeof(c.bias_grad)));
   }
