@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
-#   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile
+#   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile hf
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -20,7 +20,8 @@ mkdir -p "$W"
 keep() {
   [ -n "${OUT:-}" ] && [ "$OUT" != "$W" ] || return 0
   mkdir -p "$OUT"
-  for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt; do
+  for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt \
+    hf_check.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -88,6 +89,14 @@ if has check; then
   log check: railyard-train twice and stopped + resumed, small model
   RAILYARD_SOURCE_DIR=$PWD RAILYARD_BUILD_DIR=$BUILD timeout 300 python3 tests/gpu/train_repro.py \
     2>&1 | tee -a "$W/checks.log"
+fi
+
+if has hf; then
+  # railyard <-> transformers GPT-2 directories (bench/hf_check.py): loads, logits, losses.
+  log hf
+  ninja -C "$BUILD" -j16 railyard-train railyard-ckpt > "$W/build_hf.log" 2>&1 \
+    || { grep -E "error|FAILED" "$W/build_hf.log" | head -30; exit 1; }
+  python3 bench/hf_check.py --build "$BUILD" --out "$W" 2>&1 | tee "$W/hf_check.log"
 fi
 
 DATA=/tmp/railyard-bench-data.h5

@@ -12,7 +12,9 @@
 #include <string>
 
 #include "railyard/assignment.hpp"
+#include "railyard/contract_env.hpp"
 #include "railyard/cpuset.hpp"
+#include "railyard/strings.hpp"
 
 namespace railyard {
 namespace {
@@ -28,9 +30,9 @@ struct StepGpu {
   CpuSet local;           // empty when unknown
 };
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && s.size() <= 6 &&
-         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+// A device index as Slurm and CUDA write it: digits, short enough to convert safely.
+bool device_index(std::string_view s) {
+  return s.size() <= 6 && all_digits(s);
 }
 
 bool uuid_like(std::string_view s) {
@@ -39,19 +41,35 @@ bool uuid_like(std::string_view s) {
                      [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '/'; });
 }
 
+// What happened and what to do differ: a stale cached XML is refreshed; a live topology without
+// the GPU means Slurm hands out a device that this node does not show as an NVIDIA GPU.
+std::string missing_gpu_warning(const Topology& topology, const std::string& id) {
+  const std::string count =
+      std::to_string(topology.gpus.size()) + " NVIDIA GPU" + (topology.gpus.size() == 1 ? "" : "s");
+  const std::string what = "step GPU " + id + " is not in the topology";
+  const std::string effect =
+      "the task still gets it in CUDA_VISIBLE_DEVICES, but its cpus and NIC are planned without "
+      "the GPU's locality";
+  if (topology.source != "live") {
+    return what + " XML " + topology.source + " (" + count + "): " + effect +
+           "; refresh the XML on this node (lstopo --of xml) or fix plugstack.conf's topology=";
+  }
+  return what + " of this node (hwloc sees " + count + "): " + effect +
+         ". Slurm's gres.conf names a GPU device the node does not show: a driver not loaded, a "
+         "wrong File= line, or fake GPUs (as on a test cluster); compare gres.conf with "
+         "nvidia-smi -L";
+}
+
 StepGpu resolve_gpu(const Topology& topology, const std::string& id,
                     std::vector<std::string>& warnings) {
   StepGpu gpu;
   gpu.id = id;
-  if (all_digits(id)) {
+  if (device_index(id)) {
     const size_t index = std::stoul(id);
     if (index < topology.gpus.size()) {
       gpu.index = static_cast<int>(index);
     } else {
-      warnings.push_back("step GPU " + id + " is not in the topology (" + topology.source + ", " +
-                         std::to_string(topology.gpus.size()) +
-                         " GPUs): planned without its locality; refresh the cached topology "
-                         "XML (lstopo --of xml)");
+      warnings.push_back(missing_gpu_warning(topology, id));
     }
   } else if (uuid_like(id)) {
     for (size_t i = 0; i < topology.gpus.size() && gpu.index < 0; ++i) {
@@ -65,19 +83,17 @@ StepGpu resolve_gpu(const Topology& topology, const std::string& id,
     throw std::invalid_argument("invalid step GPU '" + id +
                                 "': expected a GPU index (0, 1, ...) or a UUID (GPU-..., MIG-...)");
   }
-  if (gpu.index >= 0 && !topology.gpus[gpu.index].cpuset.empty()) {
-    gpu.local = CpuSet::parse(topology.gpus[gpu.index].cpuset);
+  if (gpu.index >= 0) {
+    // No locality would make "the GPU's cpus" every cpu of the task: a damaged topology.
+    const Gpu& g = topology.gpus[gpu.index];
+    if (g.cpuset.empty()) {
+      throw std::invalid_argument("GPU " + std::to_string(gpu.index) + " (" + g.pci_bus_id +
+                                  ") has an empty cpuset in " + topology.source +
+                                  ": the topology is damaged; regenerate it (lstopo --of xml)");
+    }
+    gpu.local = CpuSet::parse(g.cpuset);
   }
   return gpu;
-}
-
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) out += sep;
-    out += parts[i];
-  }
-  return out;
 }
 
 std::int64_t square(std::int64_t x) {
@@ -202,9 +218,15 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
   for (size_t i = 0; i < request.step_gpus.size(); ++i) {
     StepGpu gpu = resolve_gpu(topology, request.step_gpus[i], plan.warnings);
     gpu.cuda_name = request.cuda_names.empty() ? gpu.id : request.cuda_names[i];
-    if (!all_digits(gpu.cuda_name) && !uuid_like(gpu.cuda_name)) {
+    if (!device_index(gpu.cuda_name) && !uuid_like(gpu.cuda_name)) {
       throw std::invalid_argument("invalid CUDA device name '" + gpu.cuda_name +
                                   "': expected an index or a UUID");
+    }
+    for (const StepGpu& other : gpus) {
+      if (other.id == gpu.id || (gpu.index >= 0 && other.index == gpu.index)) {
+        throw std::invalid_argument("step GPU '" + gpu.id + "' is listed twice (as '" + other.id +
+                                    "' before): each GPU may appear once");
+      }
     }
     gpus.push_back(std::move(gpu));
   }
@@ -214,6 +236,11 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
   for (size_t t = 0; t < n_tasks; ++t) {
     const bool given = t < request.task_cpus.size() && !request.task_cpus[t].empty();
     allowed.push_back(given ? CpuSet::parse(request.task_cpus[t]) : node_cpus);
+    if (given && !node_cpus.contains(allowed.back())) {
+      throw std::invalid_argument("cpu list '" + request.task_cpus[t] + "' of task " +
+                                  std::to_string(t) + " names cpus outside this node's " +
+                                  topology.cpuset + " (" + topology.source + ")");
+    }
   }
 
   std::vector<int> usable_nics;
@@ -301,11 +328,11 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
       }
       if (!policy.gdr_level.empty()) env["NCCL_NET_GDR_LEVEL"] = policy.gdr_level;
     }
-    env["RAILYARD_LOCAL_RANK"] = std::to_string(t);
-    if (!task.gpu_pci.empty()) env["RAILYARD_GPU_PCI"] = join(task.gpu_pci, ",");
-    if (!task.nics.empty()) env["RAILYARD_NIC"] = join(task.nics, ",");
-    env["RAILYARD_POLICY"] = describe(policy);
-    env["RAILYARD_CPUS"] = task.cpus;
+    env[contract_env::kLocalRank] = std::to_string(t);
+    if (!task.gpu_pci.empty()) env[contract_env::kGpuPci] = join(task.gpu_pci, ",");
+    if (!task.nics.empty()) env[contract_env::kNic] = join(task.nics, ",");
+    env[contract_env::kPolicy] = describe(policy);
+    env[contract_env::kCpus] = task.cpus;
     plan.tasks.push_back(std::move(task));
   }
   return plan;

@@ -3,10 +3,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <vector>
 
 #include "dataset_checksum.hpp"
+#include "railyard/strings.hpp"
 
 namespace railyard::ckpt_format {
 namespace {
@@ -19,33 +19,35 @@ void put(std::vector<unsigned char>& out, T v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<unsigned char>(bits >> (8 * i)));
 }
 
-bool all_digits(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
-}
-
 }  // namespace
 
-uint64_t meta_checksum(const Meta& meta, int64_t format_version) {
-  std::vector<unsigned char> b;
+StoredMeta stored_meta(const Meta& meta) {
   const TrainProgress& p = meta.progress;
+  const GptConfig& m = meta.model;
+  return StoredMeta{p.step,        p.tokens_seen,  meta.adam_step,  p.world_size, p.lr,
+                    p.loader.seed, p.loader.epoch, p.loader.cursor, m.vocab,      m.padded_vocab,
+                    m.max_seq,     m.layers,       m.heads,         m.dim};
+}
+
+uint64_t meta_checksum(const StoredMeta& m, int64_t format_version) {
+  std::vector<unsigned char> b;
   put<int64_t>(b, format_version);
-  put<int64_t>(b, p.step);
-  put<int64_t>(b, p.tokens_seen);
-  put<int64_t>(b, meta.adam_step);
-  put<int64_t>(b, p.world_size);
-  put<double>(b, p.lr);
-  put<uint64_t>(b, p.loader.seed);
-  put<uint64_t>(b, p.loader.epoch);
-  put<uint64_t>(b, p.loader.cursor);
-  for (int v : {meta.model.vocab, meta.model.padded_vocab, meta.model.max_seq, meta.model.layers,
-                meta.model.heads, meta.model.dim}) {
+  put<int64_t>(b, m.step);
+  put<int64_t>(b, m.tokens_seen);
+  put<int64_t>(b, m.adam_step);
+  put<int64_t>(b, m.world_size);
+  put<double>(b, m.lr);
+  put<uint64_t>(b, m.loader_seed);
+  put<uint64_t>(b, m.loader_epoch);
+  put<uint64_t>(b, m.loader_cursor);
+  for (int64_t v : {m.vocab, m.padded_vocab, m.max_seq, m.layers, m.heads, m.dim}) {
     put<int64_t>(b, v);
   }
   return xxh3_64(b.data(), b.size());
+}
+
+uint64_t meta_checksum(const Meta& meta, int64_t format_version) {
+  return meta_checksum(stored_meta(meta), format_version);
 }
 
 std::string file_name(int64_t step) {
@@ -71,15 +73,6 @@ bool is_temp_name(const std::string& name) {
   const size_t tmp = name.find(".h5.tmp-");
   return name.rfind(".ckpt-", 0) == 0 && tmp != std::string::npos &&
          step_of(name.substr(1, tmp + 3 - 1)).has_value();
-}
-
-std::string iso_time(double unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 }  // namespace railyard::ckpt_format

@@ -1,7 +1,6 @@
 #include "railyard/token_dataset.hpp"
 
 #include <fcntl.h>
-#include <hdf5.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+
+#include "hdf5_handle.hpp"
+
+#include "railyard/input_file.hpp"
+#include "railyard/npy_array.hpp"
 
 namespace railyard {
 namespace {
@@ -19,38 +24,8 @@ constexpr int32_t kLlmcMagic = 20240520;
 constexpr int kLlmcHeaderInts = 256;
 constexpr int kGpt2Vocab = 50257;
 
-// HDF5 prints its error stack by default; we turn failures into exceptions instead.
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-  QuietHdf5(const QuietHdf5&) = delete;
-  QuietHdf5& operator=(const QuietHdf5&) = delete;
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
-
 // Closes an HDF5 handle with the matching function when it goes out of scope.
-class H5Handle {
- public:
-  H5Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~H5Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
+using H5Handle = h5::Id;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw DataError("token data '" + path + "': " + what);
@@ -61,6 +36,13 @@ bool starts_with_hdf5_signature(const std::string& path) {
   char sig[8] = {};
   f.read(sig, sizeof sig);
   return f.gcount() == 8 && std::memcmp(sig, "\x89HDF\r\n\x1a\n", 8) == 0;
+}
+
+bool starts_with_npy_magic(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char sig[6] = {};
+  f.read(sig, sizeof sig);
+  return f.gcount() == 6 && std::memcmp(sig, "\x93NUMPY", 6) == 0;
 }
 
 }  // namespace
@@ -111,24 +93,31 @@ namespace {
 
 std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, TokenFileInfo& info);
 std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info);
+std::unique_ptr<TokenDataset::Source> open_npy(const std::string& path, TokenFileInfo& info);
 
 }  // namespace
 
 TokenDataset::TokenDataset(const std::vector<std::string>& paths) {
   if (paths.empty()) throw DataError("token data: no files given");
   for (const std::string& path : paths) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
-      fail(path, "no such file (check the path given to --data / --val-data)");
-    }
+    const std::string problem = input_file_problem(path);
+    if (!problem.empty()) fail(path, problem);
     TokenFileInfo info;
     info.path = path;
-    std::unique_ptr<Source> src =
-        starts_with_hdf5_signature(path) ? open_hdf5(path, info) : open_llmc_bin(path, info);
+    std::unique_ptr<Source> src = starts_with_hdf5_signature(path) ? open_hdf5(path, info)
+                                  : starts_with_npy_magic(path)    ? open_npy(path, info)
+                                                                   : open_llmc_bin(path, info);
     if (src->count == 0) fail(path, "holds no tokens (empty dataset)");
     uint32_t mx = 0;
     for (size_t i = 0; i < src->count; ++i) mx = std::max(mx, src->at(i));
     info.max_token = mx;
+    // A .npy array declares no vocabulary: the largest token + 1 (--vocab can say more).
+    if (info.format == "npy") {
+      if (mx >= static_cast<uint32_t>(INT32_MAX)) {
+        fail(path, "holds token " + std::to_string(mx) + ", above 2^31 - 2");
+      }
+      info.vocab = static_cast<int>(mx) + 1;
+    }
     info.tokens = src->count;
     info.token_bytes = src->token_bytes;
     if (mx >= static_cast<uint32_t>(info.vocab)) {
@@ -202,15 +191,45 @@ std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, Tok
   auto count = static_cast<size_t>(header[2]);
   uint64_t size = std::filesystem::file_size(path);
   uint64_t need = sizeof header + 2 * static_cast<uint64_t>(count);
-  if (size < need) {
-    fail(path, "is truncated: the header promises " + std::to_string(count) + " tokens (" +
-                   std::to_string(need) + " bytes), the file has " + std::to_string(size));
+  if (size != need) {
+    fail(path, std::string(size < need ? "is truncated" : "is longer than its header says") +
+                   ": the header promises " + std::to_string(count) + " tokens (" +
+                   std::to_string(need) + " bytes), the file has " + std::to_string(size) +
+                   " (damaged, or not one llm.c shard)");
   }
   info.vocab = kGpt2Vocab;
   auto src = std::make_unique<TokenDataset::Source>();
   src->token_bytes = 2;
   src->count = count;
   if (count > 0) src->map_file(path, sizeof header, 2 * count);
+  return src;
+}
+
+std::unique_ptr<TokenDataset::Source> open_npy(const std::string& path, TokenFileInfo& info) {
+  info.format = "npy";
+  const uint64_t size = std::filesystem::file_size(path);
+  std::string head(static_cast<size_t>(std::min<uint64_t>(size, kNpyMaxHeader + 12)), '\0');
+  std::ifstream f(path, std::ios::binary);
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  if (f.gcount() != static_cast<std::streamsize>(head.size())) fail(path, "cannot be read");
+  NpyArray a;
+  try {
+    a = parse_npy_header(head, size);
+  } catch (const std::invalid_argument& e) {
+    fail(path, e.what());
+  }
+  if (a.shape.size() != 1) {
+    fail(path, "is a " + std::to_string(a.shape.size()) + "-D array; token arrays must be 1-D");
+  }
+  if (a.descr != "<u2" && a.descr != "<u4") {
+    fail(path, "has dtype '" + a.descr +
+                   "'; token arrays must be little-endian uint16 or uint32 ('<u2', '<u4'): "
+                   "save arr.astype(np.uint16) or np.uint32");
+  }
+  auto src = std::make_unique<TokenDataset::Source>();
+  src->token_bytes = a.item_bytes;
+  src->count = static_cast<size_t>(a.count);
+  if (a.count > 0) src->map_file(path, a.data_offset, a.count * a.item_bytes);
   return src;
 }
 
@@ -223,8 +242,27 @@ int read_vocab_attr(hid_t obj) {
   return v > 0 && v <= INT32_MAX ? static_cast<int>(v) : 0;
 }
 
+// A dataset that is not mapped is read into memory: its declared length must be backed by
+// data in the file first. Unfiltered, every byte is stored; compressed, tokens shrink at most
+// kMaxCompression times. An unwritten (empty chunked) dataset would read as fill zeros.
+constexpr uint64_t kMaxCompression = 64;
+
+void check_stored_size(const std::string& path, int filters, hsize_t stored, size_t bytes) {
+  const uint64_t floor = filters > 0 ? bytes / kMaxCompression : bytes;
+  if (filters < 0 || stored < floor) {
+    fail(path, "/tokens declares " + std::to_string(bytes) + " bytes of tokens but stores only " +
+                   std::to_string(stored) +
+                   (filters > 0
+                        ? " compressed (more than " + std::to_string(kMaxCompression) + "x smaller)"
+                        : "") +
+                   ": the dataset is damaged or was never written");
+  }
+}
+
 std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info) {
-  QuietHdf5 quiet;
+  // Held until the handles below are closed; HDF5 errors become DataErrors, not printed stacks.
+  const std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
   info.format = "hdf5";
   H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.ok()) fail(path, "cannot be opened as HDF5");
@@ -266,6 +304,8 @@ std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFi
     src->map_file(path, offset, bytes);
     return src;
   }
+  check_stored_size(path, dcpl.ok() ? H5Pget_nfilters(dcpl.get()) : -1,
+                    H5Dget_storage_size(dset.get()), bytes);
   src->owned.resize(bytes);
   hid_t mem = src->token_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
   if (H5Dread(dset.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, src->owned.data()) < 0) {
@@ -278,7 +318,8 @@ std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFi
 }  // namespace
 
 void write_token_file(const std::string& path, std::span<const uint32_t> tokens, int vocab) {
-  QuietHdf5 quiet;
+  const std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
   if (vocab <= 0) fail(path, "vocab must be positive");
   for (uint32_t t : tokens) {
     if (t >= static_cast<uint32_t>(vocab)) {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "railyard/env.hpp"
 #include "railyard/host_memory.hpp"
 
 namespace railyard {
@@ -16,11 +17,6 @@ constexpr auto kCounter = MetricType::kCounter;
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string env_or(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value ? value : fallback;
 }
 
 MetricLabels common_labels(int rank) {
@@ -118,7 +114,7 @@ MetricsObserver::MetricsObserver(MetricsOptions options,
       path_(metrics_file_for_rank(options_.path, options_.rank, options_.world_size)),
       warn_(warn ? std::move(warn) : warn_stderr),
       metrics_(common_labels(options_.rank)),
-      alert_(options_.mem_alert_fraction, warn_),
+      alert_(options_.mem_alert_fraction, warn_, options_.recompute_possible),
       nvml_(nvml_device_from_environment(), options_.nvml_library) {
   if (!(options_.interval_seconds > 0)) {
     throw std::invalid_argument("--metrics-interval " + std::to_string(options_.interval_seconds) +

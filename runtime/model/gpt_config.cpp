@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "railyard/splitmix64.hpp"
+
 namespace railyard {
 namespace {
 
@@ -14,15 +16,6 @@ void require_positive(const char* field, int value) {
     throw std::invalid_argument("GptConfig: " + std::string(field) + " must be positive, got " +
                                 std::to_string(value));
   }
-}
-
-// splitmix64: a counter-based generator, so element i of a tensor needs no state from
-// element i-1 and the same seed gives the same numbers on every platform and backend.
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 // FNV-1a of the tensor name: a tensor's values depend on its name, not on its position in
@@ -88,6 +81,10 @@ double GptConfig::flops_per_token(int seq) const {
   return 6.0 * params + 6.0 * L * C * seq;
 }
 
+int padded_vocab_for(int vocab) {
+  return (vocab + 127) / 128 * 128;
+}
+
 ParamLayout gpt_param_layout(const GptConfig& cfg) {
   cfg.validate();
   const int64_t C = cfg.dim;
@@ -112,6 +109,13 @@ ParamLayout gpt_param_layout(const GptConfig& cfg) {
   layout.add("lnf.weight", {C}, false);
   layout.add("lnf.bias", {C}, false);
   return layout;
+}
+
+double gpt_param_count(const GptConfig& cfg) {
+  // Each tensor rounds up to ParamLayout::kAlign elements; counting one pad per tensor bounds it.
+  const double C = cfg.dim, pad = ParamLayout::kAlign;
+  const double per_layer = 12 * C * C + 13 * C + 12 * pad;
+  return (cfg.padded_vocab + cfg.max_seq) * C + cfg.layers * per_layer + 2 * C + 4 * pad;
 }
 
 void gpt_init_params(const GptConfig& cfg, const ParamLayout& layout, uint64_t seed,
