@@ -1,5 +1,6 @@
 #include "railyard/cuda_engine.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +14,9 @@
 #include "adamw_kernels.hpp"
 #include "allocation_plan.hpp"
 #include "attention.hpp"
+#if RAILYARD_HAVE_CUDNN
+#include "attention_cudnn.hpp"
+#endif
 #include "bias_grad_kernels.hpp"
 #include "convert_kernels.hpp"
 #include "cross_entropy_kernels.hpp"
@@ -61,9 +65,10 @@ struct LayerActs {
   T* resid;  // the layer's input (the residual stream)
   T* ln1;
   float *ln1_mean, *ln1_rstd;
-  T* qkvp;   // q, k, v per head
-  T* probs;  // attention probabilities
-  T* atty;   // attention output, heads side by side
+  T* qkvp;       // q, k, v per head; with cuDNN the projection's output [N, 3, H, hd] itself
+  T* probs;      // attention probabilities (built-in attention only)
+  float* stats;  // softmax log-sum-exp per row (cuDNN attention only)
+  T* atty;       // attention output, heads side by side
   T* resid_mid;
   T* ln2;
   float *ln2_mean, *ln2_rstd;
@@ -94,16 +99,34 @@ class CudaEngine final : public Engine {
 
  private:
   static constexpr bool kFp32 = std::is_same_v<T, float>;
+  // Positions per chunk of the LM head: 4096 x 50304 bf16 logits are 412 MB instead of 1.6 GB
+  // for the whole 16 x 1024 batch, and each chunk's products are still large.
+  static constexpr size_t kHeadRows = 4096;
 
   void plan_memory();
   int check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
                   int Tn) const;
   void forward(int B, int Tn);
-  void backward(int B, int Tn, bool exchange);
+  // The LM head and the loss, in chunks of kHeadRows positions so only one chunk's logits exist
+  // at a time; with grad, also the head's backward: dlnf into dB_, the wte gradient (+)= .
+  void loss_head(int N, float dscale, bool grad, bool acc);
+  // The attention block of layer l: from ln1 to atty, and from d(atty) in dB_ to dqkv in qkv_.
+  void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
+  void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
+  bool fused_attention() const;
+  // dW (+)= dY^T X and db (+)= column sums of dY: the sums in the product's epilogue where
+  // cuBLASLt offers it (when writing), else the two-pass kernel.
+  void weight_and_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int I, int O,
+                            bool acc);
+  // Picks the attention (cuDNN's fused one for bf16 where built and supported) and returns the
+  // workspace bytes it needs at the planned shape.
+  size_t choose_attention();
+  void backward(int B, int Tn, bool exchange, bool acc);
   // Queues the copy of the per-position losses to the host; sum_losses waits for it alone.
   void fetch_losses(int N);
   double sum_losses(int N);
   void refresh_compute_copy();
+  void settle_zero_grad();
 
   T* w(size_t off) const { return compute_ + off; }
   float* g(size_t off) const { return grads_ + off; }
@@ -141,10 +164,24 @@ class CudaEngine final : public Engine {
   // Scratch shared by all layers.
   T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
   T *dA_ = nullptr, *dB_ = nullptr, *dresid_ = nullptr;
+  // Scratch of the two-pass reductions (LayerNorm and bias gradients, the embedding's sort, the
+  // gradient norm): fixed-order sums instead of float atomics.
+  float* partials_ = nullptr;
+  double* norm_partials_ = nullptr;
+  void* embed_scratch_ = nullptr;
+  // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
+  // saves clearing the whole buffer every step.
+  bool overwrite_grads_ = false;
+  // One rank averages nothing: NCCL is skipped unless bf16 reduction asks for its rounding;
+  // without it, nccl_ and exchange_ stay empty.
+  bool exchange_needed_ = true;
 
   std::unique_ptr<InputPipeline> input_;
   std::unique_ptr<NcclComm> nccl_;
   std::unique_ptr<GradientExchange> exchange_;
+#if RAILYARD_HAVE_CUDNN
+  std::unique_ptr<CudnnAttention> fused_;
+#endif
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
 };
@@ -224,6 +261,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>();
   plan_memory();
+  describe_ += fused_attention() ? " attention:cudnn" : " attention:built-in";
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
@@ -245,13 +283,18 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
   refresh_compute_copy();
 
-  nccl_ = std::make_unique<NcclComm>(comm_);
-  std::vector<GradBucket> buckets;
-  for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
-  buckets.push_back({0, lp_.front().begin});     // embeddings: final only after the whole backward
-  buckets.push_back({lp_.back().end, padded_});  // lnf: final first
-  exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
-                                                 std::move(buckets), opts_.reduce_bf16);
+  // One rank has nothing to average: no NCCL communicator (nor its buffers) at all, unless bf16
+  // reduction asks for the rounding that its exchange applies.
+  exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
+  if (exchange_needed_) {
+    nccl_ = std::make_unique<NcclComm>(comm_);
+    std::vector<GradBucket> buckets;
+    for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
+    buckets.push_back({0, lp_.front().begin});  // embeddings: final only after the whole backward
+    buckets.push_back({lp_.back().end, padded_});  // lnf: final first
+    exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
+                                                   std::move(buckets), opts_.reduce_bf16);
+  }
   RY_CUDA(cudaStreamSynchronize(stream_));
 }
 
@@ -287,9 +330,11 @@ void CudaEngine<T>::plan_memory() {
     o_tgt[k] = plan.add("targets", N * sizeof(int32_t));
   }
   size_t o_loss = plan.add("losses", N * f);
+  const size_t attn_ws = choose_attention();
+  const bool fused = fused_attention();
 
   struct LayerOffsets {
-    size_t resid, ln1, ln1m, ln1r, qkvp, probs, atty, mid, ln2, ln2m, ln2r, fc, gelu;
+    size_t resid, ln1, ln1m, ln1r, qkvp, probs, stats, atty, mid, ln2, ln2m, ln2r, fc, gelu;
   };
   std::vector<LayerOffsets> lo(L_);
   // With --recompute the LayerNorm outputs and the GELU are rebuilt in backward from what is
@@ -308,7 +353,8 @@ void CudaEngine<T>::plan_memory() {
     x.ln1m = plan.add(p + "ln stats", N * f);
     x.ln1r = plan.add(p + "ln stats", N * f);
     x.qkvp = plan.add(p + "q k v", 3 * NC * e);
-    x.probs = plan.add(p + "attention probabilities", probs * e);
+    x.probs = fused ? 0 : plan.add(p + "attention probabilities", probs * e);
+    x.stats = fused ? plan.add(p + "attention statistics", size_t(Bmax_) * H_ * Tmax_ * f) : 0;
     x.atty = plan.add(p + "attention output", NC * e);
     x.mid = plan.add(p + "residual", NC * e);
     x.ln2 = opts_.recompute ? shared_ln2 : plan.add(p + "ln2", NC * e);
@@ -321,15 +367,26 @@ void CudaEngine<T>::plan_memory() {
   size_t o_lnf = plan.add("lnf", NC * e);
   size_t o_lnfm = plan.add("lnf stats", N * f);
   size_t o_lnfr = plan.add("lnf stats", N * f);
-  size_t o_logits = plan.add("logits / dlogits", N * size_t(Vp_) * e);
-  size_t o_qkv = plan.add("scratch: qkv", 3 * NC * e);
-  size_t o_oh = plan.add("scratch: heads", NC * e);
-  size_t o_dprobs = plan.add("scratch: dprobs", probs * e);
-  size_t o_dqkvp = plan.add("scratch: dqkv heads", 3 * NC * e);
-  size_t o_d4 = plan.add("scratch: mlp grad", 4 * NC * e);
-  size_t o_dA = plan.add("scratch: grad A", NC * e);
+  // The logits live only inside loss_head, between forward and backward; the attention's
+  // workspace and these scratch buffers only inside forward and backward: one region for both.
+  const auto overlaid =
+      plan.add_overlaid("logits / attention workspace and scratch",
+                        {{std::min(N, kHeadRows) * size_t(Vp_) * e},
+                         {attn_ws, 3 * NC * e, 4 * NC * e, NC * e, fused ? 0 : NC * e,
+                          fused ? 0 : probs * e, fused ? 0 : 3 * NC * e}});
+  const size_t o_logits = overlaid[0][0];
+  const size_t o_attn_ws = overlaid[1][0], o_qkv = overlaid[1][1], o_d4 = overlaid[1][2],
+               o_dA = overlaid[1][3], o_oh = overlaid[1][4], o_dprobs = overlaid[1][5],
+               o_dqkvp = overlaid[1][6];
   size_t o_dB = plan.add("scratch: grad B", NC * e);
   size_t o_dresid = plan.add("scratch: residual grad", NC * e);
+  const size_t n_partials =
+      std::max(layernorm_backward_partials(int(N), C_), bias_grad_partials(int(N), 4 * C_));
+  size_t o_partials = plan.add("scratch: reduction partials", n_partials * f);
+  size_t o_norm_partials =
+      plan.add("scratch: norm partials", grad_sumsq_partials() * sizeof(double));
+  size_t o_embed =
+      plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
 
   size_t free_b = 0, total_b = 0;
   RY_CUDA(cudaMemGetInfo(&free_b, &total_b));
@@ -365,10 +422,19 @@ void CudaEngine<T>::plan_memory() {
   acts_.resize(L_);
   for (int l = 0; l < L_; ++l) {
     const LayerOffsets& x = lo[l];
-    acts_[l] = {mem_.as<T>(x.resid),    mem_.as<T>(x.ln1),      mem_.as<float>(x.ln1m),
-                mem_.as<float>(x.ln1r), mem_.as<T>(x.qkvp),     mem_.as<T>(x.probs),
-                mem_.as<T>(x.atty),     mem_.as<T>(x.mid),      mem_.as<T>(x.ln2),
-                mem_.as<float>(x.ln2m), mem_.as<float>(x.ln2r), mem_.as<T>(x.fc),
+    acts_[l] = {mem_.as<T>(x.resid),
+                mem_.as<T>(x.ln1),
+                mem_.as<float>(x.ln1m),
+                mem_.as<float>(x.ln1r),
+                mem_.as<T>(x.qkvp),
+                fused ? nullptr : mem_.as<T>(x.probs),
+                fused ? mem_.as<float>(x.stats) : nullptr,
+                mem_.as<T>(x.atty),
+                mem_.as<T>(x.mid),
+                mem_.as<T>(x.ln2),
+                mem_.as<float>(x.ln2m),
+                mem_.as<float>(x.ln2r),
+                mem_.as<T>(x.fc),
                 mem_.as<T>(x.gelu)};
   }
   resid_final_ = mem_.as<T>(o_rfinal);
@@ -377,13 +443,21 @@ void CudaEngine<T>::plan_memory() {
   lnf_rstd_ = mem_.as<float>(o_lnfr);
   logits_ = mem_.as<T>(o_logits);
   qkv_ = mem_.as<T>(o_qkv);
-  o_heads_ = mem_.as<T>(o_oh);
-  dprobs_ = mem_.as<T>(o_dprobs);
-  dqkvp_ = mem_.as<T>(o_dqkvp);
+  o_heads_ = fused ? nullptr : mem_.as<T>(o_oh);
+  dprobs_ = fused ? nullptr : mem_.as<T>(o_dprobs);
+  dqkvp_ = fused ? nullptr : mem_.as<T>(o_dqkvp);
+#if RAILYARD_HAVE_CUDNN
+  if (fused) fused_->set_workspace(mem_.as<void>(o_attn_ws), attn_ws);
+#else
+  (void)o_attn_ws;
+#endif
   d4_ = mem_.as<T>(o_d4);
   dA_ = mem_.as<T>(o_dA);
   dB_ = mem_.as<T>(o_dB);
   dresid_ = mem_.as<T>(o_dresid);
+  partials_ = mem_.as<float>(o_partials);
+  norm_partials_ = mem_.as<double>(o_norm_partials);
+  embed_scratch_ = mem_.as<void>(o_embed);
   host_scalars_ = PinnedBuffer(N * sizeof(float) + sizeof(double));
 }
 
@@ -436,8 +510,7 @@ void CudaEngine<T>::forward(int B, int Tn) {
   for (int l = 0; l < L_; ++l) {
     const LayerParams& p = lp_[l];
     LayerActs<T>& a = acts_[l];
-    mm.linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
-    attention_forward(mm, a.atty, a.qkvp, a.probs, o_heads_, qkv_, shape, stream_);
+    attention_block_forward(a, p, shape);
     mm.linear_forward(dA_, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_);
     residual_layernorm_forward(a.resid_mid, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid, dA_, w(p.ln2w),
                                w(p.ln2b), N, C_, stream_);
@@ -454,21 +527,102 @@ void CudaEngine<T>::forward(int B, int Tn) {
                                  w(lnfw_), w(lnfb_), N, C_, stream_);
     }
   }
-  mm.linear_forward(logits_, lnf_, w(wte_), nullptr, N, C_, Vp_, dt, stream_);
 }
 
 template <typename T>
-void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
+void CudaEngine<T>::loss_head(int N, float dscale, bool grad, bool acc) {
+  const cudaDataType_t dt = cuda_dtype<T>();
+  for (int r0 = 0; r0 < N; r0 += int(kHeadRows)) {
+    const int rows = std::min(N - r0, int(kHeadRows));
+    const T* x = lnf_ + size_t(r0) * C_;
+    mm_->linear_forward(logits_, x, w(wte_), nullptr, rows, C_, Vp_, dt, stream_);
+    cross_entropy_forward_backward(logits_, losses_ + r0, targets_ + r0, rows, V_, Vp_, dscale,
+                                   grad, stream_);
+    if (!grad) continue;
+    mm_->linear_backward_input(dB_ + size_t(r0) * C_, logits_, w(wte_), rows, C_, Vp_, dt, false,
+                               stream_);
+    mm_->linear_backward_weight(g(wte_), logits_, x, rows, C_, Vp_, dt, acc || r0 > 0, stream_);
+  }
+}
+
+template <typename T>
+void CudaEngine<T>::weight_and_bias_grad(float* dw, float* db, const T* dy, const T* x, int N,
+                                         int I, int O, bool acc) {
+  if (!mm_->linear_backward_weight(dw, dy, x, N, I, O, cuda_dtype<T>(), acc, stream_, db)) {
+    bias_grad(db, partials_, dy, N, O, acc, stream_);
+  }
+}
+
+template <typename T>
+bool CudaEngine<T>::fused_attention() const {
+#if RAILYARD_HAVE_CUDNN
+  return fused_ != nullptr;
+#else
+  return false;
+#endif
+}
+
+template <typename T>
+size_t CudaEngine<T>::choose_attention() {
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    // cuDNN says at graph build whether it supports the shape (head size, GPU); where not, the
+    // built-in attention runs, and describe() says which one does.
+    try {
+      fused_ = std::make_unique<CudnnAttention>();
+      return fused_->prepare(AttentionShape{Bmax_, Tmax_, H_, C_ / H_});
+    } catch (const std::exception& e) {
+      fused_.reset();
+      describe_ += " (cuDNN attention unavailable: " + std::string(e.what()) + ")";
+    }
+  }
+#endif
+  return 0;
+}
+
+template <typename T>
+void CudaEngine<T>::attention_block_forward(LayerActs<T>& a, const LayerParams& p,
+                                            const AttentionShape& s) {
+  const int N = s.B * s.T;
+  const cudaDataType_t dt = cuda_dtype<T>();
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    if (fused_) {
+      // The projection's output is what backward needs: kept as is, read by stride.
+      mm_->linear_forward(a.qkvp, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+      fused_->forward(a.atty, a.stats, a.qkvp, s, stream_);
+      return;
+    }
+  }
+#endif
+  mm_->linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+  attention_forward(*mm_, a.atty, a.qkvp, a.probs, o_heads_, qkv_, s, stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::attention_block_backward(LayerActs<T>& a, const AttentionShape& s) {
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    if (fused_) {
+      fused_->backward(qkv_, dB_, a.atty, a.stats, a.qkvp, s, stream_);
+      return;
+    }
+  }
+#endif
+  attention_backward(*mm_, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, s, stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   const int N = B * Tn;
   const cudaDataType_t dt = cuda_dtype<T>();
   const AttentionShape shape{B, Tn, H_, C_ / H_};
   Matmul& mm = *mm_;
   const size_t n4 = size_t(N) * 4 * C_;
-  // LM head (tied to wte) and the final LayerNorm.
-  mm.linear_backward_input(dB_, logits_, w(wte_), N, C_, Vp_, dt, false, stream_);
-  mm.linear_backward_weight(g(wte_), logits_, lnf_, N, C_, Vp_, dt, stream_);
-  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), dB_, resid_final_, w(lnfw_), lnf_mean_, lnf_rstd_,
-                     N, C_, false, stream_);
+  float* part = partials_;
+  // The final LayerNorm (the LM head's backward ran with the loss).
+  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), part, dB_, resid_final_, w(lnfw_), lnf_mean_,
+                     lnf_rstd_, N, C_, false, acc, stream_);
   if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
   for (int l = L_ - 1; l >= 0; --l) {
     const LayerParams& p = lp_[l];
@@ -481,30 +635,28 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
     // MLP: dresid is the gradient of the layer's output.
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
-    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, stream_);
-    bias_grad(g(p.mpb), dresid_, N, C_, stream_);
+    weight_and_bias_grad(g(p.mpw), g(p.mpb), dresid_, a.gelu, N, 4 * C_, C_, acc);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, stream_);
-    bias_grad(g(p.fcb), d4_, N, 4 * C_, stream_);
-    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
-                       a.ln2_rstd, N, C_, true, stream_);
+    weight_and_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, C_, 4 * C_, acc);
+    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), part, dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
+                       a.ln2_rstd, N, C_, true, acc, stream_);
     // Attention.
     if (opts_.recompute) {
       layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_,
                         stream_);
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, stream_);
-    bias_grad(g(p.projb), dresid_, N, C_, stream_);
-    attention_backward(mm, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, shape, stream_);
+    weight_and_bias_grad(g(p.projw), g(p.projb), dresid_, a.atty, N, C_, C_, acc);
+    attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, stream_);
-    bias_grad(g(p.qkvb), qkv_, N, 3 * C_, stream_);
-    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), dB_, a.resid, w(p.ln1w), a.ln1_mean,
-                       a.ln1_rstd, N, C_, true, stream_);
+    weight_and_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, C_, 3 * C_, acc);
+    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), part, dB_, a.resid, w(p.ln1w), a.ln1_mean,
+                       a.ln1_rstd, N, C_, true, acc, stream_);
     if (exchange) exchange_->launch(size_t(l), stream_);
   }
-  embedding_backward(g(wte_), g(wpe_), dresid_, tokens_, B, Tn, C_, stream_);
+  // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
+  embedding_backward(g(wte_), g(wpe_), embed_scratch_, dresid_, tokens_, B, Tn, C_, V_, acc,
+                     stream_);
   if (exchange) exchange_->launch(size_t(L_), stream_);
 }
 
@@ -526,7 +678,15 @@ double CudaEngine<T>::sum_losses(int N) {
 
 template <typename T>
 void CudaEngine<T>::zero_grad() {
+  overwrite_grads_ = true;
+}
+
+// For a step with no backward since zero_grad: then the gradients really are zero.
+template <typename T>
+void CudaEngine<T>::settle_zero_grad() {
+  if (!overwrite_grads_) return;
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
+  overwrite_grads_ = false;
 }
 
 template <typename T>
@@ -538,9 +698,12 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   forward(B, Tn);
   const int N = B * Tn;
   float dscale = scored > 0 ? grad_scale / float(scored) : 0.0f;
-  cross_entropy_forward_backward(logits_, losses_, targets_, N, V_, Vp_, dscale, true, stream_);
+  // Every gradient is written once per backward: the first after zero_grad overwrites.
+  const bool acc = !overwrite_grads_;
+  overwrite_grads_ = false;
+  loss_head(N, dscale, true, acc);
   fetch_losses(N);
-  backward(B, Tn, last_micro_step);
+  backward(B, Tn, last_micro_step && exchange_needed_, acc);
   // Waits for the forward pass only: backward keeps the GPU busy while the host moves on.
   double s = sum_losses(N);
   return scored > 0 ? float(s / scored) : 0.0f;
@@ -552,7 +715,7 @@ float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const i
   int scored = check_batch(tokens, targets, B, Tn);
   std::tie(tokens_, targets_) = input_->stage(tokens, targets, stream_);
   forward(B, Tn);
-  cross_entropy_forward_backward(logits_, losses_, targets_, B * Tn, V_, Vp_, 0.0f, false, stream_);
+  loss_head(B * Tn, 0.0f, false, false);
   fetch_losses(B * Tn);
   double s = sum_losses(B * Tn);
   return scored > 0 ? float(s / scored) : 0.0f;
@@ -560,7 +723,8 @@ float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const i
 
 template <typename T>
 void CudaEngine<T>::reduce_gradients() {
-  exchange_->finish(stream_);
+  settle_zero_grad();
+  if (exchange_needed_) exchange_->finish(stream_);
 }
 
 template <typename T>
@@ -568,8 +732,8 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   // Every rank holds the whole averaged gradient, so each computes the same norm locally. The
   // clip factor is computed on the device and the update queued before the host waits for the
   // norm, so the next step's launches overlap the update.
-  RY_CUDA(cudaMemsetAsync(norm_acc_, 0, sizeof(double), stream_));
-  grad_sumsq(norm_acc_, grads_, padded_, stream_);
+  settle_zero_grad();
+  grad_sumsq(norm_acc_, norm_partials_, grads_, padded_, stream_);
   double* h =
       reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
   RY_CUDA(cudaMemcpyAsync(h, norm_acc_, sizeof(double), cudaMemcpyDeviceToHost, stream_));

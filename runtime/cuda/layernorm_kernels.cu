@@ -1,6 +1,7 @@
 #include "cuda_check.hpp"
 #include "device_math.cuh"
 #include "dtype.hpp"
+#include "fixed_order_sum.hpp"
 #include "layernorm_kernels.hpp"
 
 namespace railyard::cuda {
@@ -8,6 +9,30 @@ namespace railyard::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // rows per block, one warp each
+// Blocks of the backward pass: three per multiprocessor of an H100/H200 (132 of them), as many
+// as registers (80 per thread at C = 768, bf16) and shared memory (48 KiB each) let stay
+// resident; more would only lengthen the partials that the second pass sums.
+constexpr int kMaxBackwardBlocks = 396;
+
+// Above 48 KiB of dynamic shared memory a kernel must opt in (wide rows: C > 768).
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024) {
+    RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)));
+  }
+}
+
+// The block's row of partials: the kWarps slices of acc ([kWarps][2C]) added in warp order.
+__device__ void write_block_partials(float* partials, const float* acc, int C) {
+  __syncthreads();
+  float* out = partials + size_t(blockIdx.x) * 2 * C;
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+    float s = 0.0f;
+    for (int k = 0; k < kWarps; ++k) s += acc[k * 2 * C + c];
+    out[c] = s;
+  }
+}
 
 // With delta non-null, the row is x + delta (rounded to T, the value stored and normalised).
 template <typename T>
@@ -43,15 +68,18 @@ __global__ void layernorm_forward_kernel(T* resid_out, T* out, float* mean, floa
   }
 }
 
-// Blocks stride over rows; each block sums its dw, db in shared memory, then adds once.
+// Blocks stride over rows. Each warp sums dw, db of its rows in its own slice of shared memory
+// (a lane owns its columns, so no two threads add to one place); then the block adds the warps'
+// slices in warp order and writes one row of partials: no atomics, the same bits every run.
 template <typename T>
-__global__ void layernorm_backward_kernel(T* dx, float* dw, float* db, const T* dy, const T* x,
+__global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, const T* x,
                                           const T* w, const float* mean, const float* rstd, int N,
                                           int C, bool accumulate) {
-  extern __shared__ float acc[];  // dw[C], db[C]
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
+  extern __shared__ float acc[];  // [kWarps][dw[C], db[C]]
+  for (int c = threadIdx.x; c < kWarps * 2 * C; c += blockDim.x) acc[c] = 0.0f;
   __syncthreads();
   int lane = threadIdx.x % 32;
+  float* mine = acc + (threadIdx.x / 32) * 2 * C;
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
     const T* dyr = dy + size_t(row) * C;
     const T* xr = x + size_t(row) * C;
@@ -71,57 +99,57 @@ __global__ void layernorm_backward_kernel(T* dx, float* dw, float* db, const T* 
       float xh = (to_f(xr[c]) - m) * r;
       float g = r * (d * to_f(w[c]) - s1 - xh * s2);
       dxr[c] = from_f<T>(accumulate ? to_f(dxr[c]) + g : g);
-      atomicAdd(&acc[c], d * xh);
-      atomicAdd(&acc[C + c], d);
+      mine[c] += d * xh;
+      mine[C + c] += d;
     }
   }
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    atomicAdd(&dw[c], acc[c]);
-    atomicAdd(&db[c], acc[C + c]);
-  }
+  write_block_partials(partials, acc, C);
 }
 
-// The same with each lane's columns fixed (packs lane, lane + 32, ...; at most P of them), so
-// dw and db accumulate in registers and the row stays in registers between its two passes.
+// The same with each lane's columns fixed (packs lane, lane + 32, ...; at most P of them): the
+// row stays in registers (as loaded, 16-bit for bf16) between its two passes, and dw, db
+// accumulate in the warp's slice of shared memory, w is read again per row (from L1).
+// Registers are what limits how many warps a multiprocessor holds, and so how many rows' loads
+// are in flight.
 template <typename T, int P>
-__global__ void layernorm_backward_packed_kernel(T* dx, float* dw, float* db, const T* dy,
-                                                 const T* x, const T* w, const float* mean,
-                                                 const float* rstd, int N, int C, bool accumulate) {
+__global__ void __launch_bounds__(kWarps * 32, 3)
+    layernorm_backward_packed_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
+                                     const float* mean, const float* rstd, int N, int C,
+                                     bool accumulate) {
   constexpr int kN = Pack<T>::kN;
-  extern __shared__ float acc[];  // dw[C], db[C]
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
-  __syncthreads();
+  extern __shared__ float acc[];  // [kWarps][dw[C], db[C]]
   const int lane = threadIdx.x % 32, packs = C / kN;
-  float adw[P][kN] = {}, adb[P][kN] = {}, wv[P][kN];
+  // The warp's own slice; each lane only ever touches its own columns, so no barrier is needed
+  // until the block adds the slices.
+  float* adw = acc + (threadIdx.x / 32) * 2 * C;
+  float* adb = adw + C;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     int q = lane + 32 * i;
     if (q < packs) {
-      Pack<T> pw = load_pack(w + q * kN);
 #pragma unroll
-      for (int k = 0; k < kN; ++k) wv[i][k] = to_f(pw.v[k]);
+      for (int k = 0; k < kN; ++k) adw[q * kN + k] = adb[q * kN + k] = 0.0f;
     }
   }
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
     const float m = mean[row], r = rstd[row];
-    float dyv[P][kN], xh[P][kN];
+    Pack<T> pd[P], px[P];
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       int q = lane + 32 * i;
       if (q < packs) {
-        Pack<T> pd = load_pack(dy + size_t(row) * C + q * kN);
-        Pack<T> px = load_pack(x + size_t(row) * C + q * kN);
+        pd[i] = load_pack(dy + size_t(row) * C + q * kN);
+        px[i] = load_pack(x + size_t(row) * C + q * kN);
+        Pack<T> pw = load_pack(w + q * kN);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          dyv[i][k] = to_f(pd.v[k]);
-          xh[i][k] = (to_f(px.v[k]) - m) * r;
-          float g = dyv[i][k] * wv[i][k];
+          float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
+          float g = d * to_f(pw.v[k]);
           s1 += g;
-          s2 += g * xh[i][k];
-          adw[i][k] += dyv[i][k] * xh[i][k];
-          adb[i][k] += dyv[i][k];
+          s2 += g * xh;
+          adw[q * kN + k] += d * xh;
+          adb[q * kN + k] += d;
         }
       }
     }
@@ -132,33 +160,19 @@ __global__ void layernorm_backward_packed_kernel(T* dx, float* dw, float* db, co
       int q = lane + 32 * i;
       if (q < packs) {
         T* dxp = dx + size_t(row) * C + q * kN;
-        Pack<T> out;
+        Pack<T> pw = load_pack(w + q * kN), out;
         if (accumulate) out = load_pack(dxp);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          float g = r * (dyv[i][k] * wv[i][k] - s1 - xh[i][k] * s2);
+          float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
+          float g = r * (d * to_f(pw.v[k]) - s1 - xh * s2);
           out.v[k] = from_f<T>(accumulate ? to_f(out.v[k]) + g : g);
         }
         store_pack(dxp, out);
       }
     }
   }
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    int q = lane + 32 * i;
-    if (q < packs) {
-#pragma unroll
-      for (int k = 0; k < kN; ++k) {
-        atomicAdd(&acc[q * kN + k], adw[i][k]);
-        atomicAdd(&acc[C + q * kN + k], adb[i][k]);
-      }
-    }
-  }
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    atomicAdd(&dw[c], acc[c]);
-    atomicAdd(&db[c], acc[C + c]);
-  }
+  write_block_partials(partials, acc, C);
 }
 
 // The same with the row held in registers (each lane at most P packs), read once.
@@ -257,17 +271,25 @@ void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, 
   launch_layernorm_forward<T>(resid_out, out, mean, rstd, x, delta, w, b, N, C, stream);
 }
 
-template <typename T>
-void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, const T* w,
-                        const float* mean, const float* rstd, int N, int C, bool accumulate,
-                        cudaStream_t stream) {
+int layernorm_backward_blocks(int N) {
   int blocks = (N + kWarps - 1) / kWarps;
-  // Two blocks per multiprocessor: more would add same-address atomics at the final flush.
-  if (blocks > 264) blocks = 264;
-  size_t smem = 2 * size_t(C) * sizeof(float);
+  return blocks < kMaxBackwardBlocks ? blocks : kMaxBackwardBlocks;
+}
+
+size_t layernorm_backward_partials(int N, int C) {
+  return size_t(layernorm_backward_blocks(N)) * 2 * C;
+}
+
+template <typename T>
+void layernorm_backward(T* dx, float* dw, float* db, float* partials, const T* dy, const T* x,
+                        const T* w, const float* mean, const float* rstd, int N, int C,
+                        bool accumulate, bool accumulate_params, cudaStream_t stream) {
+  const int blocks = layernorm_backward_blocks(N);
+  const size_t smem = size_t(kWarps) * 2 * C * sizeof(float);
   const int lane_packs = (C / Pack<T>::kN + 31) / 32;  // packs per lane
   auto launch = [&](auto kernel) {
-    kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, dw, db, dy, x, w, mean, rstd, N, C,
+    allow_shared_memory(kernel, smem);
+    kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
                                                   accumulate);
   };
   if (lane_packs <= 1) {
@@ -279,9 +301,10 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, co
   } else if (lane_packs <= 4) {
     launch(layernorm_backward_packed_kernel<T, 4>);
   } else {
-    launch(layernorm_backward_kernel<T>);  // wide rows: sums in shared memory
+    launch(layernorm_backward_kernel<T>);  // wide rows: two passes over memory
   }
   RY_CUDA_LAUNCHED();
+  sum_partial_columns(dw, db, C, partials, blocks, 2 * C, accumulate_params, stream);
 }
 
 #define RY_INSTANTIATE(T)                                                                        \
@@ -289,8 +312,9 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, co
                                      cudaStream_t);                                              \
   template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*,        \
                                               const T*, const T*, int, int, cudaStream_t);       \
-  template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*,          \
-                                      const float*, const float*, int, int, bool, cudaStream_t);
+  template void layernorm_backward<T>(T*, float*, float*, float*, const T*, const T*, const T*,  \
+                                      const float*, const float*, int, int, bool, bool,          \
+                                      cudaStream_t);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE
