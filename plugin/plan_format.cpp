@@ -46,7 +46,8 @@ std::string plan_to_json(const StepPlan& plan) {
 std::string format_task_report(const StepPlan& plan, const TaskPlan& task) {
   return "railyard: host=" + (plan.node_name.empty() ? std::string("?") : plan.node_name) +
          " rank=" + std::to_string(task.local_rank) + " gpu=" + join_or(task.gpu_pci, "none") +
-         " nic=" + join_or(task.nics, "none") + " cpus=" + (task.cpus.empty() ? "?" : task.cpus);
+         " nic=" + join_or(task.nics, "none") + " cpus=" + (task.cpus.empty() ? "?" : task.cpus) +
+         (plan.driver.empty() ? "" : " driver=" + plan.driver);
 }
 
 }  // namespace railyard
