@@ -46,22 +46,21 @@ std::string num(double v, int decimals = 1) {
   return buffer;
 }
 
-// Tick labels: 3 significant digits, with k/M for throughput-sized numbers.
-std::string tick_label(double v) {
-  char buffer[48];
+// Tick labels, k/M for throughput-sized numbers, with as many decimals as ticks `step` apart
+// need: a loss axis from 10.85 to 11 in steps of 0.05 must not read "10.9" twice.
+std::string tick_label(double v, double step) {
   const double a = std::fabs(v);
-  if (a >= 1e6) {
-    std::snprintf(buffer, sizeof buffer, "%.3gM", v / 1e6);
-  } else if (a >= 1e3) {
-    std::snprintf(buffer, sizeof buffer, "%.3gk", v / 1e3);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.3g", v);
-  }
+  const double scale = a >= 1e6 ? 1e6 : a >= 1e3 ? 1e3 : 1;
+  const char* suffix = a >= 1e6 ? "M" : a >= 1e3 ? "k" : "";
+  const int decimals =
+      std::clamp(static_cast<int>(-std::floor(std::log10(step / scale) + 1e-9)), 0, 9);
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.*f%s", decimals, v / scale, suffix);
   return buffer;
 }
 
-// About `count` round ticks (1, 2, 5 times a power of ten) covering [lo, hi].
-std::vector<double> ticks(double lo, double hi, int count) {
+// The spacing of about `count` round ticks (1, 2, 5 times a power of ten) over [lo, hi].
+double tick_step(double lo, double hi, int count) {
   const double raw = (hi - lo) / count;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
@@ -69,6 +68,11 @@ std::vector<double> ticks(double lo, double hi, int count) {
     step = m * power;
     if (raw <= step) break;
   }
+  return step;
+}
+
+// The ticks `step` apart that fall in [lo, hi].
+std::vector<double> ticks(double lo, double hi, double step) {
   std::vector<double> out;
   for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
     out.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
@@ -248,19 +252,23 @@ class SvgWriter {
     out_ += "<g class=\"frame\" data-panel=\"" + std::string(p.name) + "\">\n";
     out_ += "<text x=\"" + num(kLeft) + "\" y=\"" + num(p.top - 6) + "\" font-weight=\"bold\">" +
             escape(p.title) + "</text>\n";
-    for (double t : ticks(p.lo, p.hi, 5)) {
+    const double y_step = tick_step(p.lo, p.hi, 5);
+    for (double t : ticks(p.lo, p.hi, y_step)) {
       const double ty = y(p, t);
       out_ += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kWidth - kRight) + "\" y1=\"" +
               num(ty) + "\" y2=\"" + num(ty) + "\" stroke=\"#e6e6e6\"/>";
       out_ += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(ty + 4) +
-              "\" text-anchor=\"end\" fill=\"#444\">" + tick_label(t) + "</text>\n";
+              "\" text-anchor=\"end\" fill=\"#444\">" + tick_label(t, y_step) + "</text>\n";
     }
-    for (double t : ticks(static_cast<double>(a_.x_min), static_cast<double>(a_.x_max), 10)) {
+    const double x_lo = static_cast<double>(a_.x_min);
+    const double x_hi = static_cast<double>(a_.x_max);
+    const double x_step = tick_step(x_lo, x_hi, 10);
+    for (double t : ticks(x_lo, x_hi, x_step)) {
       const double tx = x(static_cast<int64_t>(std::llround(t)));
       out_ += "<line x1=\"" + num(tx) + "\" x2=\"" + num(tx) + "\" y1=\"" + num(bottom) +
               "\" y2=\"" + num(bottom + 4) + "\" stroke=\"#444\"/>";
       out_ += "<text x=\"" + num(tx) + "\" y=\"" + num(bottom + 17) +
-              "\" text-anchor=\"middle\" fill=\"#444\">" + tick_label(t) + "</text>\n";
+              "\" text-anchor=\"middle\" fill=\"#444\">" + tick_label(t, x_step) + "</text>\n";
     }
     out_ += "<text x=\"" + num(kLeft + plot_width() / 2) + "\" y=\"" + num(bottom + 33) +
             "\" text-anchor=\"middle\" fill=\"#444\">step</text>\n";
@@ -402,8 +410,14 @@ std::string summary(const RunLog& log, const Analysis& a) {
   row("last step", last ? std::to_string(last->step) : "-");
   row("final loss", last ? num(last->loss, 4) : "-");
   row("best loss", std::isfinite(best) ? num(best, 4) : "-");
-  row("median throughput",
-      throughput.empty() ? "-" : tick_label(throughput[throughput.size() / 2]) + " tokens/s");
+  if (throughput.empty()) {
+    row("median throughput", "-");
+  } else {
+    // Three significant digits: "541k", "1.50M".
+    const double median = throughput[throughput.size() / 2];
+    const double digit = std::pow(10.0, std::floor(std::log10(std::max(median, 1.0))) - 2);
+    row("median throughput", tick_label(median, digit) + " tokens/s");
+  }
   row("process runs",
       std::to_string(runs) + (runs > 1 ? " (" + std::to_string(runs - 1) + " resumed)" : ""));
   row("checkpoints", std::to_string(checkpoints));
