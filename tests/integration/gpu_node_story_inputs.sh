@@ -30,6 +30,7 @@ story >"$tmp/refused.txt" 2>&1 || rc=$?
 cluster() { "$src/slurm/local-cluster" start --state-dir "$tmp/cluster" "$@" 2>&1 && return 1 || return 0; }
 cluster --gpu-device /dev/null | grep -q "'/dev/null' is not an NVIDIA GPU device" || fail "--gpu-device /dev/null accepted"
 cluster --cgroup v3 | grep -q "'v3' must be v1 or v2" || fail "--cgroup v3 accepted"
+cluster --constrain-devices | grep -q "needs --cgroup v1 or v2" || fail "--constrain-devices without --cgroup accepted"
 cluster --plugin-dir "$tmp" | grep -q "holds no select_cons_tres.so" || fail "--plugin-dir without plugins accepted"
 [[ ! -e $tmp/cluster ]] || fail "a refused start made $tmp/cluster"
 echo "gpu-node-story inputs: ok"
