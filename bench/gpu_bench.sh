@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
-#   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile
+#   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile hf
 # (default: env build check bench pytorch). Builds railyard with CUDA, runs the GPU correctness
 # checks (tests/gpu), then times railyard-train and the PyTorch reference (bench/pytorch_gpt.py,
 # eager and torch.compile) on the same random-token file: GPT-2 124M, micro-batch 16, seq 1024,
@@ -49,6 +49,14 @@ if has check; then
   timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$OUT/gpu_kernels_check.log"
   log check: model
   timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee "$OUT/gpu_model_check.log"
+fi
+
+if has hf; then
+  # railyard <-> transformers GPT-2 directories (bench/hf_check.py): loads, logits, losses.
+  log hf
+  ninja -C "$BUILD" -j16 railyard-train railyard-ckpt > "$OUT/build_hf.log" 2>&1 \
+    || { grep -E "error|FAILED" "$OUT/build_hf.log" | head -30; exit 1; }
+  python3 bench/hf_check.py --build "$BUILD" --out "$OUT" 2>&1 | tee "$OUT/hf_check.log"
 fi
 
 DATA=/tmp/railyard-bench-data.h5

@@ -5,10 +5,10 @@ set -euo pipefail
 
 # 1. Ask for one node with two GPUs for an hour. salloc opens a shell (on the login node) that
 #    owns the allocation; every srun in that shell runs inside it, without queueing again.
-#      salloc --nodes=1 --ntasks=2 --gpus=2 --cpus-per-task=8 --time=01:00:00
+#      salloc --nodes=1 --ntasks=2 --gpus=2 --cpus-per-task=4 --time=01:00:00
 #    When this script is run directly, it requests the allocation itself:
 if [[ -z ${SLURM_JOB_ID:-} ]]; then
-  exec salloc --nodes=1 --ntasks=2 --gpus=2 --cpus-per-task=8 --time=01:00:00 "$0" "$@"
+  exec salloc --nodes=1 --ntasks=2 --gpus=2 --cpus-per-task=4 --time=01:00:00 "$0" "$@"
 fi
 
 # 2. See what the railyard plugin decides for each rank: GPU, cores, NIC. No training yet.

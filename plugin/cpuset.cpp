@@ -26,25 +26,51 @@ void CpuSet::Free::operator()(hwloc_bitmap_s* bits) const {
 
 CpuSet::CpuSet() : bits_(allocate()) {}
 
+namespace {
+
+// One "N" or "N-M" item of a cpu list: digits only, N <= M, M <= CpuSet::kMaxCpu; "" when fine,
+// else why not.
+std::string range_problem(const std::string& item) {
+  const size_t dash = item.find('-');
+  const std::string lo = item.substr(0, dash);
+  const std::string hi = dash == std::string::npos ? lo : item.substr(dash + 1);
+  auto number = [](const std::string& s, unsigned long long& v) {
+    if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    v = std::stoull(s);
+    return true;
+  };
+  unsigned long long a = 0, b = 0;
+  if (!number(lo, a) || !number(hi, b)) return "expected a list like 0-15,32-47";
+  if (a > b) return "range " + item + " is reversed (write " + hi + "-" + lo + ")";
+  if (b > CpuSet::kMaxCpu) {
+    return "cpu " + std::to_string(b) + " is beyond the largest supported cpu number " +
+           std::to_string(CpuSet::kMaxCpu);
+  }
+  return "";
+}
+
+}  // namespace
+
 CpuSet CpuSet::parse(std::string_view list) {
   const std::string text(list);
-  // hwloc's parser accepts trailing garbage and infinite ranges ("3-"); a cpu list from Slurm
-  // or a user is digits, commas and dashes only.
-  bool ok = true;
-  bool digit_before = false;
-  for (char c : text) {
-    if (c >= '0' && c <= '9') {
-      digit_before = true;
-    } else if ((c == ',' || c == '-') && digit_before) {
-      digit_before = false;
-    } else {
-      ok = false;
-    }
+  // hwloc's parser accepts trailing garbage, infinite ("3-") and reversed ranges and wraps
+  // numbers past 2^32: a cpu list from Slurm or a user is checked item by item first.
+  std::string problem;
+  size_t start = 0;
+  while (!text.empty() && problem.empty()) {
+    const size_t comma = text.find(',', start);
+    problem = range_problem(text.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
-  if (!text.empty() && !digit_before) ok = false;
   CpuSet set;
-  if (!ok || hwloc_bitmap_list_sscanf(set.bits_.get(), text.c_str()) != 0) {
-    throw std::invalid_argument("invalid cpu list '" + text + "': expected a list like 0-15,32-47");
+  if (problem.empty() && hwloc_bitmap_list_sscanf(set.bits_.get(), text.c_str()) != 0) {
+    problem = "expected a list like 0-15,32-47";
+  }
+  if (!problem.empty()) {
+    throw std::invalid_argument("invalid cpu list '" + text + "': " + problem);
   }
   return set;
 }

@@ -43,9 +43,22 @@ std::string plan_to_json(const StepPlan& plan) {
   return out.dump(2);
 }
 
+// The task's GPUs by PCI bus id; a GPU the topology lacks by Slurm's id, marked as such, so
+// the line never says "none" for a task that has CUDA_VISIBLE_DEVICES.
+std::string gpu_field(const TaskPlan& task) {
+  std::vector<std::string> parts;
+  size_t known = 0;
+  for (size_t g = 0; g < task.gpu_ids.size(); ++g) {
+    const bool located =
+        g < task.gpu_indices.size() && task.gpu_indices[g] >= 0 && known < task.gpu_pci.size();
+    parts.push_back(located ? task.gpu_pci[known++] : task.gpu_ids[g] + "(not-in-topology)");
+  }
+  return join_or(parts.empty() ? task.gpu_pci : parts, "none");
+}
+
 std::string format_task_report(const StepPlan& plan, const TaskPlan& task) {
   return "railyard: host=" + (plan.node_name.empty() ? std::string("?") : plan.node_name) +
-         " rank=" + std::to_string(task.local_rank) + " gpu=" + join_or(task.gpu_pci, "none") +
+         " rank=" + std::to_string(task.local_rank) + " gpu=" + gpu_field(task) +
          " nic=" + join_or(task.nics, "none") + " cpus=" + (task.cpus.empty() ? "?" : task.cpus) +
          (plan.driver.empty() ? "" : " driver=" + plan.driver);
 }

@@ -39,6 +39,25 @@ bool uuid_like(std::string_view s) {
                      [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '/'; });
 }
 
+// What happened and what to do differ: a stale cached XML is refreshed; a live topology without
+// the GPU means Slurm hands out a device that this node does not show as an NVIDIA GPU.
+std::string missing_gpu_warning(const Topology& topology, const std::string& id) {
+  const std::string count =
+      std::to_string(topology.gpus.size()) + " NVIDIA GPU" + (topology.gpus.size() == 1 ? "" : "s");
+  const std::string what = "step GPU " + id + " is not in the topology";
+  const std::string effect =
+      "the task still gets it in CUDA_VISIBLE_DEVICES, but its cpus and NIC are planned without "
+      "the GPU's locality";
+  if (topology.source != "live") {
+    return what + " XML " + topology.source + " (" + count + "): " + effect +
+           "; refresh the XML on this node (lstopo --of xml) or fix plugstack.conf's topology=";
+  }
+  return what + " of this node (hwloc sees " + count + "): " + effect +
+         ". Slurm's gres.conf names a GPU device the node does not show: a driver not loaded, a "
+         "wrong File= line, or fake GPUs (as on a test cluster); compare gres.conf with "
+         "nvidia-smi -L";
+}
+
 StepGpu resolve_gpu(const Topology& topology, const std::string& id,
                     std::vector<std::string>& warnings) {
   StepGpu gpu;
@@ -48,10 +67,7 @@ StepGpu resolve_gpu(const Topology& topology, const std::string& id,
     if (index < topology.gpus.size()) {
       gpu.index = static_cast<int>(index);
     } else {
-      warnings.push_back("step GPU " + id + " is not in the topology (" + topology.source + ", " +
-                         std::to_string(topology.gpus.size()) +
-                         " GPUs): planned without its locality; refresh the cached topology "
-                         "XML (lstopo --of xml)");
+      warnings.push_back(missing_gpu_warning(topology, id));
     }
   } else if (uuid_like(id)) {
     for (size_t i = 0; i < topology.gpus.size() && gpu.index < 0; ++i) {
@@ -65,8 +81,15 @@ StepGpu resolve_gpu(const Topology& topology, const std::string& id,
     throw std::invalid_argument("invalid step GPU '" + id +
                                 "': expected a GPU index (0, 1, ...) or a UUID (GPU-..., MIG-...)");
   }
-  if (gpu.index >= 0 && !topology.gpus[gpu.index].cpuset.empty()) {
-    gpu.local = CpuSet::parse(topology.gpus[gpu.index].cpuset);
+  if (gpu.index >= 0) {
+    // No locality would make "the GPU's cpus" every cpu of the task: a damaged topology.
+    const Gpu& g = topology.gpus[gpu.index];
+    if (g.cpuset.empty()) {
+      throw std::invalid_argument("GPU " + std::to_string(gpu.index) + " (" + g.pci_bus_id +
+                                  ") has an empty cpuset in " + topology.source +
+                                  ": the topology is damaged; regenerate it (lstopo --of xml)");
+    }
+    gpu.local = CpuSet::parse(g.cpuset);
   }
   return gpu;
 }
@@ -206,6 +229,12 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
       throw std::invalid_argument("invalid CUDA device name '" + gpu.cuda_name +
                                   "': expected an index or a UUID");
     }
+    for (const StepGpu& other : gpus) {
+      if (other.id == gpu.id || (gpu.index >= 0 && other.index == gpu.index)) {
+        throw std::invalid_argument("step GPU '" + gpu.id + "' is listed twice (as '" + other.id +
+                                    "' before): each GPU may appear once");
+      }
+    }
     gpus.push_back(std::move(gpu));
   }
 
@@ -214,6 +243,11 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
   for (size_t t = 0; t < n_tasks; ++t) {
     const bool given = t < request.task_cpus.size() && !request.task_cpus[t].empty();
     allowed.push_back(given ? CpuSet::parse(request.task_cpus[t]) : node_cpus);
+    if (given && !node_cpus.contains(allowed.back())) {
+      throw std::invalid_argument("cpu list '" + request.task_cpus[t] + "' of task " +
+                                  std::to_string(t) + " names cpus outside this node's " +
+                                  topology.cpuset + " (" + topology.source + ")");
+    }
   }
 
   std::vector<int> usable_nics;

@@ -208,6 +208,14 @@ Topology read(hwloc_topology_t topo, const std::string& source) {
     if (g.name.empty() && info(pci, "PCIDevice") != nullptr) g.name = info(pci, "PCIDevice");
     g.numa_node = numa_of(topo, pci);
     g.cpuset = cpuset_of(topo, pci);
+    for (const Gpu& other : t.gpus) {
+      if (other.pci_bus_id == g.pci_bus_id || (!g.uuid.empty() && other.uuid == g.uuid)) {
+        throw std::runtime_error("railyard: topology " + source + " lists GPU " + g.pci_bus_id +
+                                 (g.uuid.empty() ? "" : " (" + g.uuid + ")") +
+                                 " twice: a damaged or edited file; regenerate it with "
+                                 "lstopo --of xml");
+      }
+    }
     t.gpus.push_back(std::move(g));
   }
 

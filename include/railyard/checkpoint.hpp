@@ -49,13 +49,35 @@ struct LoadedCheckpoint {
   double created_unix = 0;  // when the save began
 };
 
-// Reads and verifies one file (format version, every dataset's checksum, shapes against
-// `expect` when given). Throws CheckpointError naming the file and the problem.
+struct CheckpointCheck {
+  bool valid = false;
+  int64_t step = -1;  // the step the file holds, when valid
+  std::string error;  // "<path>: <why not valid>"
+};
+
+// Verifies one file as read_checkpoint does, in a forked child process limited in memory and
+// time (HDF5 may crash or run away on a damaged file: that becomes "unreadable HDF5 structure"
+// here, not a crash of the caller). Never throws for a bad file.
+CheckpointCheck check_checkpoint(const std::string& path, const GptConfig* expect = nullptr);
+
+// Reads and verifies one file (format version, metadata checksum and ranges, /params against
+// the /model attributes and `expect` when given, every dataset's checksum, finite values),
+// first in a child process (check_checkpoint). Throws CheckpointError naming the file and the
+// problem.
 LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expect = nullptr);
 
 // The checkpoint files of `dir`, newest step first, each fully verified; changes nothing (no
-// directory is created, no temporary removed). Empty when `dir` does not exist.
+// directory is created, no temporary removed). Empty when `dir` does not exist; throws
+// CheckpointError when it exists but cannot be read. Each file is checked in a child process
+// (check_checkpoint).
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
+
+// Call first in main, before MPI starts (and before any other HDF5 use): initialises HDF5
+// without its shutdown at exit and at MPI_Finalize. HDF5 1.10 crashes (SIGSEGV) in that
+// shutdown when a write failed for lack of space or a file-size limit (ulimit -f), turning a
+// reported failed save into a crash with exit status 139. Every file railyard writes is closed
+// explicitly (and checked) before that point, so the shutdown has nothing to do.
+void init_checkpoint_io_before_mpi();
 
 class CheckpointStore {
  public:
@@ -81,6 +103,10 @@ class CheckpointStore {
   // Collective: waits for the background save; on every rank returns its result (if one ran)
   // or throws its CheckpointError.
   std::optional<SaveResult> wait();
+  // Collective and cheap (one broadcast while a background save is pending): true when there is
+  // no background save or the writing rank's has finished, so that wait() will not block. Lets
+  // the caller report a save at the first step boundary after it became durable.
+  bool background_finished();
 
   // The ModelState handed to the last save_async, once no background save reads it (after
   // wait() on rank 0, at once on the others), so the caller can snapshot into its already

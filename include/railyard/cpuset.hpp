@@ -15,8 +15,11 @@ class CpuSet {
  public:
   CpuSet();  // empty
   // Copies only: a moved-from set would hold no bitmap.
-  // Parses a list string ("0-3,8,10-11"); throws std::invalid_argument naming the text.
+  // Parses a list string ("0-3,8,10-11"); throws std::invalid_argument naming the text and
+  // what is wrong (syntax, a reversed range like 5-1, a cpu beyond kMaxCpu).
   static CpuSet parse(std::string_view list);
+  // The largest cpu number a list may name (Linux's NR_CPUS is at most 8192).
+  static constexpr unsigned long long kMaxCpu = 65535;
 
   CpuSet(const CpuSet& other);
   CpuSet& operator=(const CpuSet& other);

@@ -23,6 +23,10 @@ struct GptConfig {
   double flops_per_token(int seq) const;
 };
 
+// The embedding rows railyard-train uses for a vocabulary: rounded up to a multiple of 128
+// (GPT-2: 50257 -> 50304), so the LM-head matrix products run on aligned shapes.
+int padded_vocab_for(int vocab);
+
 // Tensor names and shapes, in this order:
 //   wte [padded_vocab, dim] (tied LM head), wpe [max_seq, dim],
 //   per layer l: h.l.ln1.weight [dim], h.l.ln1.bias [dim],
@@ -35,6 +39,11 @@ struct GptConfig {
 // Linear weights are [out, in] (y = x W^T + b), as in PyTorch, so exports load unchanged.
 // Decay applies to the 2-D matrices and embeddings; not to biases or LayerNorm.
 ParamLayout gpt_param_layout(const GptConfig& cfg);
+
+// The number of elements gpt_param_layout(cfg) would hold (padding included), computed without
+// building it and without overflow (a double), so a caller can refuse a model too large for
+// memory, or for the file that claims to hold it, before allocating anything.
+double gpt_param_count(const GptConfig& cfg);
 
 // GPT-2 initialisation into `params` (layout from gpt_param_layout): normal(0, 0.02) for
 // matrices and embeddings, 0.02/sqrt(2*layers) for attn.proj and mlp.proj weights, zeros for

@@ -31,6 +31,10 @@ class GptCpu {
   // or target outside the vocabulary or a batch larger than the allocation.
   T forward(const T* params, std::span<const int32_t> tokens, std::span<const int32_t> targets,
             int B, int Tn);
+  // The logits [B*Tn, padded_vocab] on B x Tn tokens (columns past vocab: the padding rows'
+  // zeros), valid until the next call. Invalidates the last forward for backward. Throws like
+  // forward.
+  std::span<const T> logits(const T* params, std::span<const int32_t> tokens, int B, int Tn);
   // Gradient of grad_scale * (the last forward's mean loss), ADDED into grads
   // (layout().total() elements). `params` must be those of that forward.
   void backward(const T* params, T* grads, T grad_scale);
@@ -43,6 +47,11 @@ class GptCpu {
   struct LayerParams {
     size_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
   };
+
+  void check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                   int Tn) const;
+  // Embedding, blocks, final LayerNorm and LM head on tokens_ (B_ x T_) into probs_.
+  void forward_logits(const T* params);
 
   GptConfig cfg_;
   ParamLayout layout_;

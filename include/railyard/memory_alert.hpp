@@ -11,8 +11,11 @@ namespace railyard {
 class MemoryAlert {
  public:
   // `fraction` of total memory in (0, 1] (the --mem-alert option); throws
-  // std::invalid_argument naming --mem-alert otherwise. `warn` receives one line per crossing.
-  MemoryAlert(double fraction, std::function<void(const std::string&)> warn);
+  // std::invalid_argument naming --mem-alert otherwise. `warn` receives one line per crossing,
+  // with advice the run can follow: --recompute only for a GPU reading when
+  // `recompute_possible` (the CUDA engine, not yet on), never for host memory.
+  MemoryAlert(double fraction, std::function<void(const std::string&)> warn,
+              bool recompute_possible = false);
 
   // Feeds one reading of `device` ("GPU 0", "host") at `step`. Warns when usage goes from below
   // the threshold to at or above it; re-arms only after usage falls below 95% of the threshold,
@@ -25,6 +28,7 @@ class MemoryAlert {
  private:
   double fraction_;
   std::function<void(const std::string&)> warn_;
+  bool recompute_possible_;
   bool above_ = false;
   int64_t crossings_ = 0;
 };

@@ -26,6 +26,7 @@ struct MetricsOptions {
   int rank = 0;
   int world_size = 1;
   std::string nvml_library = "libnvidia-ml.so.1";
+  bool recompute_possible = false;  // the alert may advise --recompute (see MemoryAlert)
 };
 
 // Rank r of a multi-rank run writes its own file, "metrics.prom" -> "metrics.rank3.prom"

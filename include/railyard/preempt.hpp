@@ -33,6 +33,7 @@ constexpr int kFailure = 1;
 constexpr int kUsage = 2;     // bad option or input
 constexpr int kStopped = 3;   // saved a checkpoint and stopped on a signal
 constexpr int kRequeued = 4;  // saved, requeued itself, stopped
+constexpr int kDiverged = 5;  // loss or gradient norm not finite: stopped, that state not saved
 }  // namespace exit_code
 
 // Installs handlers (SA_RESTART) for the given signals. A handled signal records its action in

@@ -63,6 +63,20 @@ void append_run_log(RunLog& log, std::istream& in, const std::string& name);
 // Reads the files in the order given; throws RunLogError for a missing file too.
 RunLog read_run_logs(const std::vector<std::string>& paths);
 
+// One training run: its segments (indices into RunLog::segments, in order) and a short name.
+struct RunLogRun {
+  std::string name;
+  std::vector<size_t> segments;
+};
+
+// The log's segments grouped into runs. A "start" opens a new run (an independent job or
+// configuration, compared side by side), except right after a segment that requeued its job (a
+// job requeued before its first checkpoint starts afresh, but is still the same run); "resume"
+// and "continued" segments join the run before them. Names: the run's file path, shortened by
+// what all the runs' paths share ("runs/a/log.jsonl", "runs/b/log.jsonl" -> "a", "b"), with
+// "#k" for the k-th run of one file.
+std::vector<RunLogRun> group_runs(const RunLog& log);
+
 const char* mark_kind_name(RunMarkKind kind);
 
 }  // namespace railyard

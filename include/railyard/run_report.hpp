@@ -1,7 +1,9 @@
 #pragma once
 // The run report: loss and throughput over steps as inline SVG, with checkpoints, signals,
-// requeues and resumes marked, and steps that a resume redid drawn dashed. The HTML form
-// adds a summary and an event table; it is self-contained (no scripts, no external files).
+// requeues and resumes marked, and steps that a resume redid drawn dashed. Several independent
+// runs (group_runs) are compared: one colour per run, a legend naming each, and a summary row
+// per run. The HTML form adds a summary and an event table; it is self-contained (no scripts,
+// no external files).
 
 #include <string>
 

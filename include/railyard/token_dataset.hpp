@@ -2,7 +2,9 @@
 // A read-only stream of training tokens from one or more files, concatenated in the order
 // given. Formats: HDF5 with a 1-D `/tokens` dataset (uint16 or uint32) and a `vocab_size`
 // attribute (on the dataset or the file root), and llm.c `.bin` shards (256 int32 header:
-// magic 20240520, version 1, token count; then uint16 tokens; GPT-2 vocabulary, 50257).
+// magic 20240520, version 1, token count; then uint16 tokens; GPT-2 vocabulary, 50257), and
+// NumPy .npy 1-D arrays of little-endian uint16/uint32 (no declared vocabulary: the largest
+// token + 1).
 //
 // Files are validated when opened (empty, truncated, tokens outside the declared vocabulary)
 // and then mapped or loaded into memory, so reading calls no HDF5 function: the checkpoint
@@ -26,7 +28,7 @@ class DataError : public std::runtime_error {
 
 struct TokenFileInfo {
   std::string path;
-  std::string format;   // "hdf5" or "llmc-bin"
+  std::string format;   // "hdf5", "llmc-bin" or "npy"
   int token_bytes = 0;  // 2 or 4
   size_t tokens = 0;
   int vocab = 0;           // declared vocabulary size

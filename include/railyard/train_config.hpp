@@ -30,6 +30,10 @@ struct TrainConfig {
   int dim = 256;
   int seq = 256;
   int vocab = 0;  // 0: the data's vocab_size
+  // A Hugging Face GPT-2 directory (or its model.safetensors) to start from; its config.json
+  // sets layers, heads, dim, vocab and the position rows (a checkpoint to resume wins).
+  std::string init_from;
+  int positions = 0;  // position-embedding rows: n_positions of --init-from; 0: --seq
   // schedule and optimizer
   int64_t steps = 1000;
   int batch = 8;  // sequences per rank per micro-step
@@ -78,6 +82,12 @@ TrainConfig parse_train_config(int argc, const char* const argv[]);
 // The names of every option, without dashes ("grad-accum"); RAILYARD_GRAD_ACCUM is the
 // environment variable of "grad-accum", other RAILYARD_* variables are not options.
 std::vector<std::string> train_option_names();
+
+// What a valid configuration probably did not mean, one line each (railyard-train prints them
+// as warnings): a --warmup as long as the run, and RAILYARD_* variables in `env` (an environ-style
+// array) that are no option but nearly spell one (RAILYARD_STESP -> RAILYARD_STEPS), which
+// would otherwise be ignored in silence.
+std::vector<std::string> train_config_warnings(const TrainConfig& config, const char* const* env);
 
 // The --help text: usage, every option with its default, the sources and their precedence.
 std::string train_config_help();

@@ -13,12 +13,14 @@ void BackgroundWriter::start(std::function<SaveResult()> job) {
   if (thread_.joinable()) throw std::logic_error("BackgroundWriter: a job is still running");
   result_.reset();
   error_ = nullptr;
+  finished_.store(false, std::memory_order_release);
   thread_ = std::thread([this, job = std::move(job)] {
     try {
       result_ = job();
     } catch (...) {
       error_ = std::current_exception();
     }
+    finished_.store(true, std::memory_order_release);
   });
 }
 

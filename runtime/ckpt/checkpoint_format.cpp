@@ -29,23 +29,33 @@ bool all_digits(const std::string& s) {
 
 }  // namespace
 
-uint64_t meta_checksum(const Meta& meta, int64_t format_version) {
-  std::vector<unsigned char> b;
+StoredMeta stored_meta(const Meta& meta) {
   const TrainProgress& p = meta.progress;
+  const GptConfig& m = meta.model;
+  return StoredMeta{p.step,        p.tokens_seen,  meta.adam_step,  p.world_size, p.lr,
+                    p.loader.seed, p.loader.epoch, p.loader.cursor, m.vocab,      m.padded_vocab,
+                    m.max_seq,     m.layers,       m.heads,         m.dim};
+}
+
+uint64_t meta_checksum(const StoredMeta& m, int64_t format_version) {
+  std::vector<unsigned char> b;
   put<int64_t>(b, format_version);
-  put<int64_t>(b, p.step);
-  put<int64_t>(b, p.tokens_seen);
-  put<int64_t>(b, meta.adam_step);
-  put<int64_t>(b, p.world_size);
-  put<double>(b, p.lr);
-  put<uint64_t>(b, p.loader.seed);
-  put<uint64_t>(b, p.loader.epoch);
-  put<uint64_t>(b, p.loader.cursor);
-  for (int v : {meta.model.vocab, meta.model.padded_vocab, meta.model.max_seq, meta.model.layers,
-                meta.model.heads, meta.model.dim}) {
+  put<int64_t>(b, m.step);
+  put<int64_t>(b, m.tokens_seen);
+  put<int64_t>(b, m.adam_step);
+  put<int64_t>(b, m.world_size);
+  put<double>(b, m.lr);
+  put<uint64_t>(b, m.loader_seed);
+  put<uint64_t>(b, m.loader_epoch);
+  put<uint64_t>(b, m.loader_cursor);
+  for (int64_t v : {m.vocab, m.padded_vocab, m.max_seq, m.layers, m.heads, m.dim}) {
     put<int64_t>(b, v);
   }
   return xxh3_64(b.data(), b.size());
+}
+
+uint64_t meta_checksum(const Meta& meta, int64_t format_version) {
+  return meta_checksum(stored_meta(meta), format_version);
 }
 
 std::string file_name(int64_t step) {

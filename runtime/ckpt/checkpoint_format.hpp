@@ -23,10 +23,21 @@ struct Meta {
   double created_unix = 0;
 };
 
+// The scalar metadata as stored (every int64 attribute whole, before narrowing to int), so the
+// checksum covers each stored byte and a flipped high bit cannot hide behind a cast.
+struct StoredMeta {
+  int64_t step = 0, tokens_seen = 0, adam_step = 0, world_size = 0;
+  double lr = 0;
+  uint64_t loader_seed = 0, loader_epoch = 0, loader_cursor = 0;
+  int64_t vocab = 0, padded_vocab = 0, max_seq = 0, layers = 0, heads = 0, dim = 0;
+};
+StoredMeta stored_meta(const Meta& meta);
+
 // XXH3-64 of the scalar metadata packed little-endian in this order (docs give the Python):
 // format_version, step, tokens_seen, adam_step, world_size (int64), lr (float64),
 // loader_seed, loader_epoch, loader_cursor (uint64),
 // vocab, padded_vocab, max_seq, layers, heads, dim (int64).
+uint64_t meta_checksum(const StoredMeta& meta, int64_t format_version);
 uint64_t meta_checksum(const Meta& meta, int64_t format_version);
 
 // "ckpt-00001234.h5", and its temporary ".ckpt-00001234.h5.tmp-<pid>".

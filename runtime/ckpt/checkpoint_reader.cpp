@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_checks.hpp"
 #include "checkpoint_format.hpp"
 #include "dataset_checksum.hpp"
 #include "hdf5_handle.hpp"
+#include "isolated_read.hpp"
 #include "railyard/checkpoint.hpp"
 
 namespace railyard {
@@ -74,21 +76,36 @@ herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* data) {
   return 0;
 }
 
-// The tensors of /params in the order they were written (the model's layout order).
-ParamLayout layout_from_file(hid_t file) {
+// /params must list the model's tensors in its layout order (creation order in the file), each
+// of the model's shape. Checked before anything is sized from the file.
+void check_file_tensors(hid_t file, const ParamLayout& want) {
   if (!h5::link_exists(file, "params")) throw std::runtime_error("missing group /params");
   Id group = h5::check_group(H5Gopen2(file, "params", H5P_DEFAULT), "opening /params");
+  H5G_info_t info{};
+  check(H5Gget_info(group.get(), &info), "listing /params");
+  if (info.nlinks != want.tensors().size()) {
+    throw std::runtime_error("/params holds " + std::to_string(info.nlinks) +
+                             " tensors, the /model attributes give " +
+                             std::to_string(want.tensors().size()));
+  }
   std::vector<std::string> names;
   hsize_t idx = 0;
   check(H5Literate(group.get(), H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, collect_name, &names),
         "listing /params in creation order");
-  ParamLayout layout;
-  for (const std::string& n : names) {
-    Id dset =
-        h5::check_dataset(H5Dopen2(group.get(), n.c_str(), H5P_DEFAULT), "opening /params/" + n);
-    layout.add(n, h5::dataset_dims(dset.get()), true);
+  for (size_t i = 0; i < want.tensors().size() && i < names.size(); ++i) {
+    const TensorSpec& w = want.tensors()[i];
+    if (names[i] != w.name) {
+      throw std::runtime_error("tensor " + std::to_string(i) + " is /params/" + names[i] +
+                               ", the model's is " + w.name);
+    }
+    Id dset = h5::check_dataset(H5Dopen2(group.get(), w.name.c_str(), H5P_DEFAULT),
+                                "opening /params/" + w.name);
+    const std::vector<int64_t> got = h5::dataset_dims(dset.get());
+    if (got != w.shape) {
+      throw std::runtime_error("/params/" + w.name + " has shape " + shape_str(got) +
+                               ", the /model attributes give " + shape_str(w.shape));
+    }
   }
-  return layout;
 }
 
 std::string model_diff(const GptConfig& file, const GptConfig& want) {
@@ -107,23 +124,40 @@ std::string model_diff(const GptConfig& file, const GptConfig& want) {
   return out;
 }
 
-void check_same_layout(const ParamLayout& file, const ParamLayout& want) {
-  if (file.tensors().size() != want.tensors().size()) {
-    throw std::runtime_error("/params holds " + std::to_string(file.tensors().size()) +
-                             " tensors, the model has " + std::to_string(want.tensors().size()));
+// The root and /model attributes, their checksum over the stored bytes and their ranges.
+ckpt_format::Meta read_meta(hid_t f, int64_t version) {
+  ckpt_format::StoredMeta m;
+  m.step = h5::read_attr_i64(f, "step");
+  m.tokens_seen = h5::read_attr_i64(f, "tokens_seen");
+  m.lr = h5::read_attr_f64(f, "lr");
+  m.adam_step = h5::read_attr_i64(f, "adam_step");
+  m.world_size = h5::read_attr_i64(f, "world_size");
+  m.loader_seed = h5::read_attr_u64(f, "loader_seed");
+  m.loader_epoch = h5::read_attr_u64(f, "loader_epoch");
+  m.loader_cursor = h5::read_attr_u64(f, "loader_cursor");
+  if (!h5::link_exists(f, "model")) throw std::runtime_error("missing group /model");
+  {
+    Id model = h5::check_group(H5Gopen2(f, "model", H5P_DEFAULT), "opening /model");
+    const hid_t g = model.get();
+    m.vocab = h5::read_attr_i64(g, "vocab");
+    m.padded_vocab = h5::read_attr_i64(g, "padded_vocab");
+    m.max_seq = h5::read_attr_i64(g, "max_seq");
+    m.layers = h5::read_attr_i64(g, "layers");
+    m.heads = h5::read_attr_i64(g, "heads");
+    m.dim = h5::read_attr_i64(g, "dim");
   }
-  for (size_t i = 0; i < want.tensors().size(); ++i) {
-    const TensorSpec& f = file.tensors()[i];
-    const TensorSpec& w = want.tensors()[i];
-    if (f.name != w.name) {
-      throw std::runtime_error("tensor " + std::to_string(i) + " is /params/" + f.name +
-                               ", the model's is " + w.name);
-    }
-    if (f.shape != w.shape) {
-      throw std::runtime_error("/params/" + f.name + " has shape " + shape_str(f.shape) +
-                               ", the model's is " + shape_str(w.shape));
-    }
+  const uint64_t stored = h5::read_attr_u64(f, ckpt_format::kMetaChecksumAttr);
+  if (stored != ckpt_format::meta_checksum(m, version)) {
+    throw std::runtime_error("metadata checksum mismatch (root or /model attributes changed)");
   }
+  ckpt_checks::check_ranges(m);
+  ckpt_format::Meta meta = ckpt_checks::to_meta(m);
+  try {
+    meta.model.validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("/model attributes: ") + e.what());
+  }
+  return meta;
 }
 
 LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
@@ -145,44 +179,25 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
   }
   LoadedCheckpoint out;
   out.path = path;
-  ckpt_format::Meta meta;
-  TrainProgress& p = meta.progress;
-  p.step = h5::read_attr_i64(f, "step");
-  p.tokens_seen = h5::read_attr_i64(f, "tokens_seen");
-  p.lr = h5::read_attr_f64(f, "lr");
-  meta.adam_step = h5::read_attr_i64(f, "adam_step");
-  p.world_size = static_cast<int>(h5::read_attr_i64(f, "world_size"));
-  p.loader.seed = h5::read_attr_u64(f, "loader_seed");
-  p.loader.epoch = h5::read_attr_u64(f, "loader_epoch");
-  p.loader.cursor = h5::read_attr_u64(f, "loader_cursor");
-  if (!h5::link_exists(f, "model")) throw std::runtime_error("missing group /model");
-  {
-    Id model = h5::check_group(H5Gopen2(f, "model", H5P_DEFAULT), "opening /model");
-    auto get = [&](const char* name) {
-      return static_cast<int>(h5::read_attr_i64(model.get(), name));
-    };
-    meta.model.vocab = get("vocab");
-    meta.model.padded_vocab = get("padded_vocab");
-    meta.model.max_seq = get("max_seq");
-    meta.model.layers = get("layers");
-    meta.model.heads = get("heads");
-    meta.model.dim = get("dim");
-  }
-  const uint64_t stored_meta = h5::read_attr_u64(f, ckpt_format::kMetaChecksumAttr);
-  if (stored_meta != ckpt_format::meta_checksum(meta, version)) {
-    throw std::runtime_error("metadata checksum mismatch (root or /model attributes changed)");
-  }
+  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
+  ckpt_format::Meta meta = read_meta(f, version);
   if (expect != nullptr) {
     const std::string diff = model_diff(meta.model, *expect);
     if (!diff.empty()) throw std::runtime_error("a different model: " + diff);
   }
-  const ParamLayout layout = layout_from_file(f);
-  if (expect != nullptr) check_same_layout(layout, gpt_param_layout(*expect));
+  ckpt_checks::check_fits_file(meta.model, file_bytes);
+  const ParamLayout layout = gpt_param_layout(meta.model);
+  check_file_tensors(f, layout);
+  TrainProgress& p = meta.progress;
 
   const std::vector<int64_t> cfg_dims = read_dims_1d(f, "config_json");
+  ckpt_checks::check_declared_length("config_json", static_cast<uint64_t>(cfg_dims[0]), 1,
+                                     ckpt_checks::kMaxConfigJsonBytes, file_bytes);
   p.config_json.assign(static_cast<size_t>(cfg_dims[0]), '\0');
   read_verified(f, "config_json", cfg_dims, H5T_INTEGER, 1, H5T_NATIVE_UINT8, p.config_json.data());
   const std::vector<int64_t> rng_dims = read_dims_1d(f, "rng_state");
+  ckpt_checks::check_declared_length("rng_state", static_cast<uint64_t>(rng_dims[0]), 8,
+                                     ckpt_checks::kMaxRngWords, file_bytes);
   p.rng_state.assign(static_cast<size_t>(rng_dims[0]), 0);
   read_verified(f, "rng_state", rng_dims, H5T_INTEGER, 8, H5T_NATIVE_UINT64, p.rng_state.data());
 
@@ -206,8 +221,10 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
     H5G_info_t info{};
     check(H5Gget_info(group.get(), &info), std::string("listing /") + part.group);
     for (const TensorSpec& t : layout.tensors()) {
-      read_verified(f, std::string(part.group) + "/" + t.name, t.shape, H5T_FLOAT, 4,
-                    H5T_NATIVE_FLOAT, part.data->data() + t.offset);
+      const std::string name = std::string(part.group) + "/" + t.name;
+      float* dst = part.data->data() + t.offset;
+      read_verified(f, name, t.shape, H5T_FLOAT, 4, H5T_NATIVE_FLOAT, dst);
+      ckpt_checks::check_values(name, dst, t.numel, part.data == &s.v);
     }
     if (info.nlinks != layout.tensors().size()) {
       throw std::runtime_error("/" + std::string(part.group) + " holds " +
@@ -224,7 +241,32 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
 
 }  // namespace
 
+CheckpointCheck check_checkpoint(const std::string& path, const GptConfig* expect) {
+  CheckpointCheck out;
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    out.error = path + ": " + std::strerror(errno);
+    return out;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    out.error = path + ": not a regular file (symlinks are not followed)";
+    return out;
+  }
+  std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  const isolated::Outcome r = isolated::run(static_cast<uint64_t>(st.st_size),
+                                            [&] { return read_file(path, expect).progress.step; });
+  out.valid = r.ok;
+  out.step = r.step;
+  if (!r.ok) out.error = path + ": " + r.error;
+  return out;
+}
+
 LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expect) {
+  // A file that crashes or exhausts the reader fails in a child first; the same bytes then
+  // read the same way here.
+  const CheckpointCheck checked = check_checkpoint(path, expect);
+  if (!checked.valid) throw CheckpointError(checked.error);
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
   try {

@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -38,10 +41,16 @@ struct Entry {
 
 // Checkpoint files (by name) in `dir`, newest step first; symlinks are included so list() can
 // report them, the writer and pruning skip them.
+// A directory that exists but cannot be read is an error: "no checkpoints" would make a resume
+// start from step 0 over checkpoints it could not see.
 std::vector<Entry> scan(const std::string& dir) {
   std::vector<Entry> out;
   DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return out;
+  if (d == nullptr) {
+    if (errno == ENOENT) return out;
+    throw CheckpointError("cannot read checkpoint directory " + dir + ": " + std::strerror(errno) +
+                          " (check the path and its permissions; nothing was resumed or pruned)");
+  }
   while (const dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (auto step = ckpt_format::step_of(name)) out.push_back({name, *step});
@@ -71,10 +80,37 @@ void remove_stale_temps(const std::string& dir) {
   }
 }
 
-// Keeps the `keep` newest checkpoints at or below `saved_step` (the one just made durable among
-// them); older ones go. Newer files than the save (left from another history) are not touched,
-// so a resume that skipped a damaged newer file never loses the checkpoint it resumed from.
-void prune(const std::string& dir, int keep, int64_t saved_step) {
+// Which checkpoint files are known to verify, so pruning after every save does not re-read
+// them: a file is checked (in a child process) once per size and modification time; files this
+// process wrote or resumed from are known valid.
+class Validity {
+ public:
+  void known_valid(const std::string& path) { seen_[path] = {stamp(path), true}; }
+  bool valid(const std::string& path) {
+    const auto now = stamp(path);
+    const auto it = seen_.find(path);
+    if (it != seen_.end() && it->second.first == now) return it->second.second;
+    const bool ok = check_checkpoint(path).valid;
+    seen_[path] = {now, ok};
+    return ok;
+  }
+
+ private:
+  using Stamp = std::pair<int64_t, int64_t>;  // size, mtime in ns
+  static Stamp stamp(const std::string& path) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) return {-1, -1};
+    return {st.st_size, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
+  }
+  std::map<std::string, std::pair<Stamp, bool>> seen_;
+};
+
+// Keeps the `keep` newest valid checkpoints at or below `saved_step` (the one just made durable
+// among them); older ones go. Damaged files do not count toward `keep`, so they never push out
+// the last valid one; they stay (reported by list) unless older than the kept ones. Newer files
+// than the save (left from another history) are not touched, so a resume that skipped a damaged
+// newer file never loses the checkpoint it resumed from.
+void prune(const std::string& dir, int keep, int64_t saved_step, Validity& validity) {
   if (keep <= 0) return;
   int kept = 0;
   for (const Entry& e : scan(dir)) {
@@ -82,7 +118,7 @@ void prune(const std::string& dir, int keep, int64_t saved_step) {
     const std::string path = dir + "/" + e.name;
     if (!is_regular_nolink(path)) continue;
     if (kept < keep) {
-      ++kept;
+      if (validity.valid(path)) ++kept;
       continue;
     }
     remove_file(path);
@@ -210,6 +246,7 @@ struct CheckpointStore::Impl {
   std::unique_ptr<ModelState> in_flight;
   std::optional<ModelState> spare;
   std::atomic<double> rate{0};  // set by the background writer, read by the caller
+  Validity validity;            // rank 0, caller's thread only
 
   Impl(std::string d, int k, Communicator& c) : dir(std::move(d)), keep(k), comm(c) {}
 
@@ -236,8 +273,8 @@ struct CheckpointStore::Impl {
     return tmp;
   }
 
-  // Rank 0, after the file's contents are written: durable, renamed, then pruned. The write
-  // rate covers creating the file until it is durable (not the pruning).
+  // Rank 0, after the file's contents are written: durable and renamed (pruned later, by
+  // share_result). The write rate covers creating the file until it is durable.
   SaveResult finish(const std::string& tmp, int64_t step, double t_start, double t_write) {
     const std::string final_p = final_path(step);
     fsync_file(tmp);
@@ -248,7 +285,6 @@ struct CheckpointStore::Impl {
     r.bytes = file_bytes(final_p);
     r.seconds = t_durable - t_start;
     rate = static_cast<double>(r.bytes) / std::max(1e-9, t_durable - t_write);
-    prune(dir, keep, step);
     return r;
   }
 
@@ -270,8 +306,49 @@ struct CheckpointStore::Impl {
     }
   }
 
-  // Every rank learns rank 0's outcome.
-  SaveResult share_result(const std::string& error, SaveResult r) {
+  // Rank 0: the newest checkpoint that verifies and matches `expect` into `got`; each rejected
+  // one goes to `warn`. Throws CheckpointError when the directory or a file cannot be read at
+  // all (permissions): starting over from step 0 would hide checkpoints that may be valid.
+  bool newest_valid(const GptConfig& expect, const std::function<void(const std::string&)>& warn,
+                    LoadedCheckpoint& got) {
+    for (const Entry& e : scan(dir)) {
+      const std::string path = dir + "/" + e.name;
+      if (is_regular_nolink(path) && access(path.c_str(), R_OK) != 0) {
+        throw CheckpointError("cannot read " + path + ": " + std::strerror(errno) +
+                              " (fix its permissions, or move it away to skip it)");
+      }
+      try {
+        if (!is_regular_nolink(path)) {
+          throw CheckpointError(path + ": not a regular file (symlinks are not followed)");
+        }
+        got = read_checkpoint(path, &expect);
+        if (got.progress.step != e.step) {
+          throw CheckpointError(path + ": holds step " + std::to_string(got.progress.step) +
+                                ", its name says " + std::to_string(e.step));
+        }
+        validity.known_valid(path);
+        return true;
+      } catch (const CheckpointError& err) {
+        if (warn) warn(std::string(err.what()) + "; trying an older checkpoint");
+      }
+    }
+    return false;
+  }
+
+  // Every rank learns rank 0's outcome; rank 0 first prunes after a successful save. Pruning
+  // checks files in a forked child (check_checkpoint), so it runs here on the caller's thread,
+  // never on the background writer's: a fork from that thread while the caller is inside a
+  // threaded BLAS call deadlocks the BLAS thread pool (its fork handlers stop the pool).
+  SaveResult share_result(std::string error, SaveResult r) {
+    if (comm.rank() == 0 && error.empty() && !r.path.empty()) {
+      try {
+        const size_t slash = r.path.find_last_of('/');
+        validity.known_valid(r.path);
+        prune(dir, keep, ckpt_format::step_of(r.path.substr(slash + 1)).value_or(-1), validity);
+      } catch (const std::exception& e) {
+        error = std::string("pruning after the save: ") + e.what();
+      }
+    }
     raise_if_any(&comm, error);
     broadcast_string(comm, r.path, 0);
     bcast_pod(comm, r.bytes);
@@ -470,6 +547,24 @@ std::optional<SaveResult> CheckpointStore::wait() {
   }
 }
 
+bool CheckpointStore::background_finished() {
+  Impl& s = *impl_;
+  if (!s.async_pending) return true;
+  // Rank 0's writer decides, so every rank calls wait() at the same step.
+  int finished = s.comm.rank() == 0 && s.background.finished() ? 1 : 0;
+  s.comm.broadcast(&finished, sizeof finished, 0);
+  return finished != 0;
+}
+
+void init_checkpoint_io_before_mpi() {
+  std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  // Both before the library initialises: H5dont_atexit skips the atexit shutdown; an HDF5
+  // initialised while MPI is not yet running registers no MPI_Finalize hook.
+  if (H5dont_atexit() < 0 || H5open() < 0) {
+    throw CheckpointError("checkpoint: the HDF5 library failed to initialise");
+  }
+}
+
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointInfo> out;
   for (const Entry& e : scan(dir)) {
@@ -477,23 +572,24 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
     info.path = dir + "/" + e.name;
     info.step = e.step;
     struct stat st {};
-    if (lstat(info.path.c_str(), &st) == 0) {
-      info.bytes = static_cast<uint64_t>(st.st_size);
-      info.mtime = static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * st.st_mtim.tv_nsec;
+    if (lstat(info.path.c_str(), &st) != 0) {
+      info.error = info.path + ": " + std::strerror(errno);
+      out.push_back(std::move(info));
+      continue;
     }
+    info.bytes = static_cast<uint64_t>(st.st_size);
+    info.mtime = static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * st.st_mtim.tv_nsec;
     if (!S_ISREG(st.st_mode)) {
       info.error = info.path + ": not a regular file (symlinks are not followed)";
     } else {
-      try {
-        const LoadedCheckpoint c = read_checkpoint(info.path);
-        if (c.progress.step != e.step) {
-          info.error = info.path + ": holds step " + std::to_string(c.progress.step) +
-                       ", its name says " + std::to_string(e.step);
-        } else {
-          info.valid = true;
-        }
-      } catch (const CheckpointError& err) {
-        info.error = err.what();
+      const CheckpointCheck c = check_checkpoint(info.path);
+      if (!c.valid) {
+        info.error = c.error;
+      } else if (c.step != e.step) {
+        info.error = info.path + ": holds step " + std::to_string(c.step) + ", its name says " +
+                     std::to_string(e.step);
+      } else {
+        info.valid = true;
       }
     }
     out.push_back(std::move(info));
@@ -511,24 +607,18 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_latest(
   wait();
   LoadedCheckpoint got;
   int found = 0;
+  std::string fatal;
   if (s.comm.rank() == 0) {
-    for (const Entry& e : scan(s.dir)) {
-      const std::string path = s.dir + "/" + e.name;
-      try {
-        if (!is_regular_nolink(path)) {
-          throw CheckpointError(path + ": not a regular file (symlinks are not followed)");
-        }
-        got = read_checkpoint(path, &expect);
-        if (got.progress.step != e.step) {
-          throw CheckpointError(path + ": holds step " + std::to_string(got.progress.step) +
-                                ", its name says " + std::to_string(e.step));
-        }
-        found = 1;
-        break;
-      } catch (const CheckpointError& err) {
-        if (warn) warn(std::string(err.what()) + "; trying an older checkpoint");
-      }
+    try {
+      found = s.newest_valid(expect, warn, got) ? 1 : 0;
+    } catch (const CheckpointError& e) {
+      fatal = e.what();
     }
+  }
+  try {
+    raise_if_any(&s.comm, fatal);
+  } catch (const std::exception& e) {
+    throw CheckpointError(e.what());
   }
   bcast_pod(s.comm, found);
   if (!found) return std::nullopt;

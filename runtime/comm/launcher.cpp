@@ -31,6 +31,22 @@ std::string detect_launcher() {
   return "none";
 }
 
+std::string missing_pmi_message() {
+  // srun sets SLURM_STEP_ID and SLURM_PROCID for every task; the MPI plugin it loads (--mpi=pmix,
+  // pmi2) adds the PMI variables that MPI_Init needs to find its peers. Without them Open MPI
+  // aborts with advice to rebuild it, which is not the fix.
+  if (!has_env("SLURM_STEP_ID") || !has_env("SLURM_PROCID")) return "";
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_FD"}) {
+    if (has_env(name)) return "";
+  }
+  const char* mpi = std::getenv("SLURM_MPI_TYPE");
+  return std::string("this Slurm job step was started without PMIx") +
+         (mpi != nullptr && *mpi ? std::string(" (srun --mpi=") + mpi + ")" : "") +
+         ", so MPI cannot start the ranks: launch with 'srun --mpi=pmix railyard-train ...' "
+         "(admins: MpiDefault=pmix in slurm.conf makes it the default; 'srun --mpi=list' shows "
+         "the MPI plugins of this cluster)";
+}
+
 int launcher_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
     int r = env_int(name, -1);

@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "railyard/input_file.hpp"
+#include "railyard/npy_array.hpp"
+
 namespace railyard {
 namespace {
 
@@ -63,6 +66,13 @@ bool starts_with_hdf5_signature(const std::string& path) {
   return f.gcount() == 8 && std::memcmp(sig, "\x89HDF\r\n\x1a\n", 8) == 0;
 }
 
+bool starts_with_npy_magic(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char sig[6] = {};
+  f.read(sig, sizeof sig);
+  return f.gcount() == 6 && std::memcmp(sig, "\x93NUMPY", 6) == 0;
+}
+
 }  // namespace
 
 // One file's tokens: a read-only mapping of the file (contiguous little-endian data) or a copy
@@ -111,24 +121,31 @@ namespace {
 
 std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, TokenFileInfo& info);
 std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info);
+std::unique_ptr<TokenDataset::Source> open_npy(const std::string& path, TokenFileInfo& info);
 
 }  // namespace
 
 TokenDataset::TokenDataset(const std::vector<std::string>& paths) {
   if (paths.empty()) throw DataError("token data: no files given");
   for (const std::string& path : paths) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
-      fail(path, "no such file (check the path given to --data / --val-data)");
-    }
+    const std::string problem = input_file_problem(path);
+    if (!problem.empty()) fail(path, problem);
     TokenFileInfo info;
     info.path = path;
-    std::unique_ptr<Source> src =
-        starts_with_hdf5_signature(path) ? open_hdf5(path, info) : open_llmc_bin(path, info);
+    std::unique_ptr<Source> src = starts_with_hdf5_signature(path) ? open_hdf5(path, info)
+                                  : starts_with_npy_magic(path)    ? open_npy(path, info)
+                                                                   : open_llmc_bin(path, info);
     if (src->count == 0) fail(path, "holds no tokens (empty dataset)");
     uint32_t mx = 0;
     for (size_t i = 0; i < src->count; ++i) mx = std::max(mx, src->at(i));
     info.max_token = mx;
+    // A .npy array declares no vocabulary: the largest token + 1 (--vocab can say more).
+    if (info.format == "npy") {
+      if (mx >= static_cast<uint32_t>(INT32_MAX)) {
+        fail(path, "holds token " + std::to_string(mx) + ", above 2^31 - 2");
+      }
+      info.vocab = static_cast<int>(mx) + 1;
+    }
     info.tokens = src->count;
     info.token_bytes = src->token_bytes;
     if (mx >= static_cast<uint32_t>(info.vocab)) {
@@ -202,15 +219,45 @@ std::unique_ptr<TokenDataset::Source> open_llmc_bin(const std::string& path, Tok
   auto count = static_cast<size_t>(header[2]);
   uint64_t size = std::filesystem::file_size(path);
   uint64_t need = sizeof header + 2 * static_cast<uint64_t>(count);
-  if (size < need) {
-    fail(path, "is truncated: the header promises " + std::to_string(count) + " tokens (" +
-                   std::to_string(need) + " bytes), the file has " + std::to_string(size));
+  if (size != need) {
+    fail(path, std::string(size < need ? "is truncated" : "is longer than its header says") +
+                   ": the header promises " + std::to_string(count) + " tokens (" +
+                   std::to_string(need) + " bytes), the file has " + std::to_string(size) +
+                   " (damaged, or not one llm.c shard)");
   }
   info.vocab = kGpt2Vocab;
   auto src = std::make_unique<TokenDataset::Source>();
   src->token_bytes = 2;
   src->count = count;
   if (count > 0) src->map_file(path, sizeof header, 2 * count);
+  return src;
+}
+
+std::unique_ptr<TokenDataset::Source> open_npy(const std::string& path, TokenFileInfo& info) {
+  info.format = "npy";
+  const uint64_t size = std::filesystem::file_size(path);
+  std::string head(static_cast<size_t>(std::min<uint64_t>(size, kNpyMaxHeader + 12)), '\0');
+  std::ifstream f(path, std::ios::binary);
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  if (f.gcount() != static_cast<std::streamsize>(head.size())) fail(path, "cannot be read");
+  NpyArray a;
+  try {
+    a = parse_npy_header(head, size);
+  } catch (const std::invalid_argument& e) {
+    fail(path, e.what());
+  }
+  if (a.shape.size() != 1) {
+    fail(path, "is a " + std::to_string(a.shape.size()) + "-D array; token arrays must be 1-D");
+  }
+  if (a.descr != "<u2" && a.descr != "<u4") {
+    fail(path, "has dtype '" + a.descr +
+                   "'; token arrays must be little-endian uint16 or uint32 ('<u2', '<u4'): "
+                   "save arr.astype(np.uint16) or np.uint32");
+  }
+  auto src = std::make_unique<TokenDataset::Source>();
+  src->token_bytes = a.item_bytes;
+  src->count = static_cast<size_t>(a.count);
+  if (a.count > 0) src->map_file(path, a.data_offset, a.count * a.item_bytes);
   return src;
 }
 
@@ -221,6 +268,23 @@ int read_vocab_attr(hid_t obj) {
   int64_t v = -1;
   if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return -1;
   return v > 0 && v <= INT32_MAX ? static_cast<int>(v) : 0;
+}
+
+// A dataset that is not mapped is read into memory: its declared length must be backed by
+// data in the file first. Unfiltered, every byte is stored; compressed, tokens shrink at most
+// kMaxCompression times. An unwritten (empty chunked) dataset would read as fill zeros.
+constexpr uint64_t kMaxCompression = 64;
+
+void check_stored_size(const std::string& path, int filters, hsize_t stored, size_t bytes) {
+  const uint64_t floor = filters > 0 ? bytes / kMaxCompression : bytes;
+  if (filters < 0 || stored < floor) {
+    fail(path, "/tokens declares " + std::to_string(bytes) + " bytes of tokens but stores only " +
+                   std::to_string(stored) +
+                   (filters > 0
+                        ? " compressed (more than " + std::to_string(kMaxCompression) + "x smaller)"
+                        : "") +
+                   ": the dataset is damaged or was never written");
+  }
 }
 
 std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info) {
@@ -266,6 +330,8 @@ std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFi
     src->map_file(path, offset, bytes);
     return src;
   }
+  check_stored_size(path, dcpl.ok() ? H5Pget_nfilters(dcpl.get()) : -1,
+                    H5Dget_storage_size(dset.get()), bytes);
   src->owned.resize(bytes);
   hid_t mem = src->token_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
   if (H5Dread(dset.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, src->owned.data()) < 0) {

@@ -35,8 +35,9 @@ std::string format_bytes(uint64_t bytes) {
   return buffer;
 }
 
-MemoryAlert::MemoryAlert(double fraction, std::function<void(const std::string&)> warn)
-    : fraction_(fraction), warn_(std::move(warn)) {
+MemoryAlert::MemoryAlert(double fraction, std::function<void(const std::string&)> warn,
+                         bool recompute_possible)
+    : fraction_(fraction), warn_(std::move(warn)), recompute_possible_(recompute_possible) {
   if (!(fraction > 0.0 && fraction <= 1.0)) {
     throw std::invalid_argument("--mem-alert " + std::to_string(fraction) +
                                 " is not a fraction of memory: give a value in (0, 1], e.g. 0.9");
@@ -50,11 +51,13 @@ bool MemoryAlert::update(uint64_t used, uint64_t total, int64_t step, const std:
     above_ = true;
     ++crossings_;
     if (warn_) {
+      const bool gpu = device.rfind("GPU", 0) == 0;
       warn_("railyard: warning: " + device + " memory " + percent(ratio) + " used (" +
             format_bytes(used) + " of " + format_bytes(total) + ") at step " +
             std::to_string(step) + ", above --mem-alert " + percent(fraction_) +
             "; an out-of-memory failure may follow: consider a smaller --batch with more "
-            "--grad-accum, or --recompute");
+            "--grad-accum" +
+            (gpu && recompute_possible_ ? ", or --recompute" : ""));
     }
   } else if (above_ && ratio < fraction_ * kRearm) {
     above_ = false;

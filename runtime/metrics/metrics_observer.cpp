@@ -118,7 +118,7 @@ MetricsObserver::MetricsObserver(MetricsOptions options,
       path_(metrics_file_for_rank(options_.path, options_.rank, options_.world_size)),
       warn_(warn ? std::move(warn) : warn_stderr),
       metrics_(common_labels(options_.rank)),
-      alert_(options_.mem_alert_fraction, warn_),
+      alert_(options_.mem_alert_fraction, warn_, options_.recompute_possible),
       nvml_(nvml_device_from_environment(), options_.nvml_library) {
   if (!(options_.interval_seconds > 0)) {
     throw std::invalid_argument("--metrics-interval " + std::to_string(options_.interval_seconds) +

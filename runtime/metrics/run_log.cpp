@@ -149,6 +149,65 @@ void append_run_log(RunLog& log, std::istream& in, const std::string& name) {
   if (in.bad()) throw RunLogError(name + ": read error");
 }
 
+namespace {
+
+std::string file_of(const std::string& origin) {
+  return origin.substr(0, origin.rfind(':'));
+}
+
+// The names without what they all share at the front (up to a '/') and at the end (from a '/').
+void shorten(std::vector<std::string>& names) {
+  if (names.size() < 2) return;
+  size_t front = 0, back = 0;
+  const std::string& a = names.front();
+  const auto shared = [&](auto at) {
+    return std::all_of(names.begin(), names.end(), [&](const std::string& n) { return at(n); });
+  };
+  for (size_t i = 0;
+       i < a.size() && shared([&](const std::string& n) { return i < n.size() && n[i] == a[i]; });
+       ++i) {
+    if (a[i] == '/') front = i + 1;
+  }
+  for (size_t i = 1; i <= a.size() && shared([&](const std::string& n) {
+                       return i <= n.size() && n[n.size() - i] == a[a.size() - i];
+                     });
+       ++i) {
+    if (a[a.size() - i] == '/') back = i;
+  }
+  for (std::string& n : names) {
+    if (front + back < n.size()) n = n.substr(front, n.size() - front - back);
+  }
+}
+
+}  // namespace
+
+std::vector<RunLogRun> group_runs(const RunLog& log) {
+  std::vector<RunLogRun> runs;
+  std::vector<bool> requeued(log.segments.size(), false);
+  for (const RunLogMark& m : log.marks) {
+    if (m.kind == RunMarkKind::kRequeue && m.segment < requeued.size()) requeued[m.segment] = true;
+  }
+  for (size_t i = 0; i < log.segments.size(); ++i) {
+    const bool fresh = log.segments[i].kind == "start" && !(i > 0 && requeued[i - 1]);
+    if (runs.empty() || fresh) runs.push_back(RunLogRun{file_of(log.segments[i].origin), {}});
+    runs.back().segments.push_back(i);
+  }
+  std::vector<std::string> names;
+  for (const RunLogRun& r : runs) names.push_back(r.name);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto same_file = std::count(names.begin(), names.end(), runs[i].name);
+    if (same_file > 1) {
+      const auto k = std::count(names.begin(), names.begin() + static_cast<long>(i), names[i]);
+      runs[i].name += " #" + std::to_string(k + 1);
+    }
+  }
+  names.clear();
+  for (const RunLogRun& r : runs) names.push_back(r.name);
+  shorten(names);
+  for (size_t i = 0; i < runs.size(); ++i) runs[i].name = names[i];
+  return runs;
+}
+
 RunLog read_run_logs(const std::vector<std::string>& paths) {
   RunLog log;
   for (const std::string& path : paths) {

@@ -10,12 +10,13 @@
 namespace railyard {
 namespace {
 
-constexpr double kWidth = 1100, kLeft = 80, kRight = 30, kLegend = 46, kPanelHeight = 270,
+constexpr double kWidth = 1100, kLeft = 80, kRight = 30, kLegendRow = 18, kPanelHeight = 270,
                  kPanelGap = 56;
 constexpr size_t kMaxPoints = 3000;  // per polyline; longer runs are thinned evenly
 // Segment colours avoid the marker colours (green, red, orange, purple).
 const char* const kSegmentColors[] = {"#1f77b4", "#17becf", "#8c564b", "#e377c2",
-                                      "#7f7f7f", "#bcbd22", "#393b79"};
+                                      "#7f7f7f", "#bcbd22", "#393b79", "#aec7e8",
+                                      "#c49c94", "#dbdb8d", "#9edae5"};
 
 std::string escape(const std::string& s) {
   std::string out;
@@ -59,6 +60,11 @@ std::string tick_label(double v, double step) {
   return buffer;
 }
 
+// Three significant digits, k/M for large numbers: "541k", "1.50M".
+std::string three_digits(double v) {
+  return tick_label(v, std::pow(10.0, std::floor(std::log10(std::max(std::fabs(v), 1.0))) - 2));
+}
+
 // The spacing of about `count` round ticks (1, 2, 5 times a power of ten) over [lo, hi].
 double tick_step(double lo, double hi, int count) {
   const double raw = (hi - lo) / count;
@@ -100,6 +106,10 @@ std::string signal_word(const std::string& detail) {
 }
 
 struct Analysis {
+  // Independent runs (group_runs) and each segment's run; with several, the charts compare
+  // them (one colour per run) instead of telling one run's story (one colour per process).
+  std::vector<RunLogRun> runs;
+  std::vector<size_t> run_of;
   int64_t x_min = 0, x_max = 1;
   double loss_lo = 0, loss_hi = 1, tps_hi = 1;
   // Per segment: steps above this were redone by a later segment (a resume from an older
@@ -111,9 +121,18 @@ struct Analysis {
 
 Analysis analyse(const RunLog& log) {
   Analysis a;
+  a.runs = group_runs(log);
+  a.run_of.assign(log.segments.size(), 0);
+  for (size_t r = 0; r < a.runs.size(); ++r) {
+    for (size_t i : a.runs[r].segments) a.run_of[i] = r;
+  }
   a.redone_above.assign(log.segments.size(), std::numeric_limits<int64_t>::max());
   int64_t restart = std::numeric_limits<int64_t>::max();
   for (size_t i = log.segments.size(); i-- > 0;) {
+    // Only a later process run of the same run redoes steps.
+    if (i + 1 < log.segments.size() && a.run_of[i + 1] != a.run_of[i]) {
+      restart = std::numeric_limits<int64_t>::max();
+    }
     a.redone_above[i] = restart;
     const RunLogSegment& s = log.segments[i];
     if (!s.steps.empty()) {
@@ -173,17 +192,19 @@ class SvgWriter {
   SvgWriter(const RunLog& log, const Analysis& a) : log_(log), a_(a) {}
 
   std::string render() {
-    const Panel panels[] = {
-        {"loss", "training loss (dots: validation loss)", kLegend + 20, a_.loss_lo, a_.loss_hi,
-         [](const RunLogStep& s) { return s.loss; }},
-        {"throughput", "throughput, tokens/s (all ranks)", kLegend + 20 + kPanelHeight + kPanelGap,
-         0, a_.tps_hi, [](const RunLogStep& s) { return s.tokens_per_s; }}};
+    const std::string legend_svg = legend();
+    const double legend_bottom = 28 + kLegendRow * static_cast<double>(legend_rows_);
+    const Panel panels[] = {{"loss", "training loss (dots: validation loss)", legend_bottom + 20,
+                             a_.loss_lo, a_.loss_hi, [](const RunLogStep& s) { return s.loss; }},
+                            {"throughput", "throughput, tokens/s (all ranks)",
+                             legend_bottom + 20 + kPanelHeight + kPanelGap, 0, a_.tps_hi,
+                             [](const RunLogStep& s) { return s.tokens_per_s; }}};
     const double height = panels[1].top + kPanelHeight + 44;
     out_ += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth, 0) + "\" height=\"" +
             num(height, 0) + "\" viewBox=\"0 0 " + num(kWidth, 0) + ' ' + num(height, 0) +
             "\" font-family=\"sans-serif\" font-size=\"12\">\n";
     out_ += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
-    legend();
+    out_ += legend_svg;
     for (const Panel& p : panels) frame(p);
     marks(panels[0], panels[1]);
     for (const Panel& p : panels) series(p);
@@ -202,19 +223,36 @@ class SvgWriter {
     const double clamped = std::clamp(v, p.lo, p.hi);
     return p.top + kPanelHeight * (1.0 - (clamped - p.lo) / (p.hi - p.lo));
   }
-  static const char* color(size_t segment) {
-    return kSegmentColors[segment % (sizeof kSegmentColors / sizeof kSegmentColors[0])];
+  bool comparing() const { return a_.runs.size() > 1; }
+  // A segment's colour: its process run's, or its run's when runs are compared.
+  const char* color(size_t segment) const {
+    const size_t k = comparing() ? a_.run_of[segment] : segment;
+    return kSegmentColors[k % (sizeof kSegmentColors / sizeof kSegmentColors[0])];
   }
 
-  void legend() {
+  // The legend's SVG, in as many rows as it needs (legend_rows_).
+  std::string legend() {
+    std::string svg;
     double cx = kLeft;
+    legend_rows_ = 1;
     const auto item = [&](const std::string& swatch, const std::string& label) {
-      out_ += "<g transform=\"translate(" + num(cx) + ",22)\">" + swatch +
-              "<text x=\"26\" y=\"4\">" + escape(label) + "</text></g>\n";
-      cx += 40 + 7.0 * static_cast<double>(label.size());
+      const double width = 40 + 7.0 * static_cast<double>(label.size());
+      if (cx > kLeft && cx + width > kWidth - kRight) {
+        cx = kLeft;
+        ++legend_rows_;
+      }
+      svg += "<g transform=\"translate(" + num(cx) + "," +
+             num(22 + kLegendRow * static_cast<double>(legend_rows_ - 1)) + ")\">" + swatch +
+             "<text x=\"26\" y=\"4\">" + escape(label) + "</text></g>\n";
+      cx += width;
     };
     size_t shown = 0;
-    for (size_t i = 0; i < log_.segments.size(); ++i) {
+    for (size_t r = 0; comparing() && r < a_.runs.size(); ++r) {
+      item(std::string("<line x1=\"0\" x2=\"20\" stroke=\"") + color(a_.runs[r].segments.front()) +
+               "\" stroke-width=\"2\"/>",
+           a_.runs[r].name);
+    }
+    for (size_t i = 0; !comparing() && i < log_.segments.size(); ++i) {
       const RunLogSegment& s = log_.segments[i];
       if (s.steps.empty()) continue;
       std::string label = "run " + std::to_string(++shown);
@@ -230,6 +268,7 @@ class SvgWriter {
     item(mark_line("signal", 10, -7, 7), "signal");
     item(mark_line("requeue", 10, -7, 7), "requeue");
     item(mark_line("resume", 10, -7, 7), "resume");
+    return svg;
   }
 
   static std::string mark_line(const std::string& kind, double px, double y1, double y2) {
@@ -355,6 +394,7 @@ class SvgWriter {
   const RunLog& log_;
   const Analysis& a_;
   std::string out_;
+  size_t legend_rows_ = 1;
 };
 
 std::string utc(double unix_seconds) {
@@ -381,23 +421,66 @@ std::string duration(double seconds) {
   return buffer;
 }
 
-std::string summary(const RunLog& log, const Analysis& a) {
-  const RunLogStep* last = nullptr;
-  double best = std::numeric_limits<double>::infinity(), first_time = 0, last_time = 0;
+// What the summary says about one run (its segments).
+struct RunStats {
+  const RunLogStep* last = nullptr;  // the last step kept (not redone)
+  double best = std::numeric_limits<double>::infinity();
+  std::string median_throughput = "-";
+  size_t processes = 0, redone_steps = 0;
+  double redone_seconds = 0, first_time = 0, last_time = 0;
+};
+
+RunStats stats_of(const RunLog& log, const Analysis& a, const std::vector<size_t>& segments) {
+  RunStats r;
   std::vector<double> throughput;
-  for (size_t i = 0; i < log.segments.size(); ++i) {
+  for (size_t i : segments) {
+    r.processes += log.segments[i].steps.empty() ? 0 : 1;
     for (const RunLogStep& s : log.segments[i].steps) {
-      if (s.time > 0 && (first_time == 0 || s.time < first_time)) first_time = s.time;
-      last_time = std::max(last_time, s.time);
-      if (s.step > a.redone_above[i]) continue;
-      last = &s;
-      if (std::isfinite(s.loss)) best = std::min(best, s.loss);
+      if (s.time > 0 && (r.first_time == 0 || s.time < r.first_time)) r.first_time = s.time;
+      r.last_time = std::max(r.last_time, s.time);
+      if (s.step > a.redone_above[i]) {
+        ++r.redone_steps;
+        r.redone_seconds += s.step_seconds;
+        continue;
+      }
+      r.last = &s;
+      if (std::isfinite(s.loss)) r.best = std::min(r.best, s.loss);
       throughput.push_back(s.tokens_per_s);
     }
   }
   std::sort(throughput.begin(), throughput.end());
-  size_t runs = 0, checkpoints = 0, signals = 0, requeues = 0;
-  for (const RunLogSegment& s : log.segments) runs += s.steps.empty() ? 0 : 1;
+  if (!throughput.empty()) {
+    r.median_throughput = three_digits(throughput[throughput.size() / 2]) + " tokens/s";
+  }
+  return r;
+}
+
+// Several independent runs: how many, then one row per run.
+std::string comparison(const RunLog& log, const Analysis& a) {
+  std::string rows;
+  for (const RunLogRun& run : a.runs) {
+    const RunStats r = stats_of(log, a, run.segments);
+    rows += "<tr><td>" + escape(run.name) + "</td><td>" +
+            (r.last ? std::to_string(r.last->step) : "-") + "</td><td>" +
+            (r.last ? num(r.last->loss, 4) : "-") + "</td><td>" +
+            (std::isfinite(r.best) ? num(r.best, 4) : "-") + "</td><td>" +
+            escape(r.median_throughput) + "</td><td>" + std::to_string(r.processes) + "</td><td>" +
+            std::to_string(r.redone_steps) + "</td></tr>\n";
+  }
+  return "<table class=\"summary\">\n<tr><th>runs compared</th><td>" +
+         std::to_string(a.runs.size()) +
+         "</td></tr>\n</table>\n<table class=\"runs\">\n<tr><th>run</th><th>last step</th>"
+         "<th>final loss</th><th>best loss</th><th>median throughput</th><th>process runs</th>"
+         "<th>steps redone</th></tr>\n" +
+         rows + "</table>\n";
+}
+
+std::string summary(const RunLog& log, const Analysis& a) {
+  if (a.runs.size() > 1) return comparison(log, a);
+  const RunStats r = stats_of(log, a, a.runs.front().segments);
+  const RunLogStep* last = r.last;
+  const size_t runs = r.processes;
+  size_t checkpoints = 0, signals = 0, requeues = 0;
   for (const RunLogMark& m : log.marks) {
     checkpoints += m.kind == RunMarkKind::kCheckpoint;
     signals += m.kind == RunMarkKind::kSignal;
@@ -409,35 +492,30 @@ std::string summary(const RunLog& log, const Analysis& a) {
   };
   row("last step", last ? std::to_string(last->step) : "-");
   row("final loss", last ? num(last->loss, 4) : "-");
-  row("best loss", std::isfinite(best) ? num(best, 4) : "-");
-  if (throughput.empty()) {
-    row("median throughput", "-");
-  } else {
-    // Three significant digits: "541k", "1.50M".
-    const double median = throughput[throughput.size() / 2];
-    const double digit = std::pow(10.0, std::floor(std::log10(std::max(median, 1.0))) - 2);
-    row("median throughput", tick_label(median, digit) + " tokens/s");
-  }
+  row("best loss", std::isfinite(r.best) ? num(r.best, 4) : "-");
+  row("median throughput", r.median_throughput);
   row("process runs",
       std::to_string(runs) + (runs > 1 ? " (" + std::to_string(runs - 1) + " resumed)" : ""));
   row("checkpoints", std::to_string(checkpoints));
   row("signals / requeues", std::to_string(signals) + " / " + std::to_string(requeues));
   row("steps redone after resumes",
       std::to_string(a.redone_steps) + " (" + duration(a.redone_seconds) + " of training lost)");
-  if (first_time > 0) {
-    row("first / last step", utc(first_time) + " / " + utc(last_time) + " UTC (" +
-                                 duration(last_time - first_time) + ")");
+  if (r.first_time > 0) {
+    row("first / last step", utc(r.first_time) + " / " + utc(r.last_time) + " UTC (" +
+                                 duration(r.last_time - r.first_time) + ")");
   }
   return "<table class=\"summary\">\n" + rows + "</table>\n";
 }
 
-std::string events(const RunLog& log) {
+std::string events(const RunLog& log, const Analysis& a) {
   std::string rows;
   for (const RunLogMark& m : log.marks) {
-    rows += "<tr class=\"event-" + std::string(mark_kind_name(m.kind)) + "\"><td>" +
-            std::to_string(m.segment + 1) + "</td><td>" + utc(m.time) + "</td><td>" +
-            std::to_string(m.step) + "</td><td>" + mark_kind_name(m.kind) + "</td><td>" +
-            escape(m.detail) + "</td></tr>\n";
+    // The process run, or, when runs are compared, the run's name.
+    const std::string run = a.runs.size() > 1 ? escape(a.runs[a.run_of[m.segment]].name)
+                                              : std::to_string(m.segment + 1);
+    rows += "<tr class=\"event-" + std::string(mark_kind_name(m.kind)) + "\"><td>" + run +
+            "</td><td>" + utc(m.time) + "</td><td>" + std::to_string(m.step) + "</td><td>" +
+            mark_kind_name(m.kind) + "</td><td>" + escape(m.detail) + "</td></tr>\n";
   }
   return "<table class=\"events\">\n<tr><th>run</th><th>time (UTC)</th><th>step</th>"
          "<th>event</th><th>detail</th></tr>\n" +
@@ -463,11 +541,11 @@ std::string render_report_html(const RunLog& log, const std::string& title) {
          "table{border-collapse:collapse;font-size:13px;margin:10px 0}\n"
          "th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}\n"
          ".summary th{background:#f5f5f5;font-weight:normal;width:220px}\n"
-         ".events th{background:#f5f5f5}\n.event-signal td,.event-requeue td{color:#b22}\n"
+         ".events th,.runs th{background:#f5f5f5}\n.event-signal td,.event-requeue td{color:#b22}\n"
          ".event-resume td{color:#639}\n"
          "</style>\n</head>\n<body>\n<h1>" +
          escape(title) + "</h1>\n<div class=\"files\">from " + files + "</div>\n" +
-         summary(log, a) + SvgWriter(log, a).render() + "<h2>Events</h2>\n" + events(log) +
+         summary(log, a) + SvgWriter(log, a).render() + "<h2>Events</h2>\n" + events(log, a) +
          "</body>\n</html>\n";
 }
 

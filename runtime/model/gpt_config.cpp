@@ -88,6 +88,10 @@ double GptConfig::flops_per_token(int seq) const {
   return 6.0 * params + 6.0 * L * C * seq;
 }
 
+int padded_vocab_for(int vocab) {
+  return (vocab + 127) / 128 * 128;
+}
+
 ParamLayout gpt_param_layout(const GptConfig& cfg) {
   cfg.validate();
   const int64_t C = cfg.dim;
@@ -112,6 +116,13 @@ ParamLayout gpt_param_layout(const GptConfig& cfg) {
   layout.add("lnf.weight", {C}, false);
   layout.add("lnf.bias", {C}, false);
   return layout;
+}
+
+double gpt_param_count(const GptConfig& cfg) {
+  // Each tensor rounds up to ParamLayout::kAlign elements; counting one pad per tensor bounds it.
+  const double C = cfg.dim, pad = ParamLayout::kAlign;
+  const double per_layer = 12 * C * C + 13 * C + 12 * pad;
+  return (cfg.padded_vocab + cfg.max_seq) * C + cfg.layers * per_layer + 2 * C + 4 * pad;
 }
 
 void gpt_init_params(const GptConfig& cfg, const ParamLayout& layout, uint64_t seed,

@@ -77,8 +77,8 @@ GptCpu<T>::GptCpu(const GptConfig& cfg, int max_batch, int max_seq)
 }
 
 template <typename T>
-T GptCpu<T>::forward(const T* params, std::span<const int32_t> tokens,
-                     std::span<const int32_t> targets, int B, int Tn) {
+void GptCpu<T>::check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                            int B, int Tn) const {
   if (B < 1 || Tn < 1 || B > max_batch_ || Tn > max_seq_) {
     throw std::invalid_argument("GptCpu: batch " + std::to_string(B) + "x" + std::to_string(Tn) +
                                 " does not fit the allocation " + std::to_string(max_batch_) + "x" +
@@ -103,12 +103,43 @@ T GptCpu<T>::forward(const T* params, std::span<const int32_t> tokens,
                                   std::to_string(V) + ") (negative targets are ignored)");
     }
   }
+}
+
+template <typename T>
+T GptCpu<T>::forward(const T* params, std::span<const int32_t> tokens,
+                     std::span<const int32_t> targets, int B, int Tn) {
+  check_batch(tokens, targets, B, Tn);
   tokens_.assign(tokens.begin(), tokens.end());
   targets_.assign(targets.begin(), targets.end());
   B_ = B;
   T_ = Tn;
-
+  forward_logits(params);
   const int N = B * Tn;
+  counted_ = cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), probs_.data(),
+                                               targets_.data(), N, cfg_.vocab, cfg_.padded_vocab);
+  have_forward_ = true;
+  if (counted_ == 0) return T(0);
+  // Summed in position order, so the loss does not depend on anything but the data.
+  T sum = 0;
+  for (int i = 0; i < N; ++i) sum += losses_[i];
+  return sum / T(counted_);
+}
+
+template <typename T>
+std::span<const T> GptCpu<T>::logits(const T* params, std::span<const int32_t> tokens, int B,
+                                     int Tn) {
+  check_batch(tokens, tokens, B, Tn);
+  tokens_.assign(tokens.begin(), tokens.end());
+  B_ = B;
+  T_ = Tn;
+  have_forward_ = false;  // no softmax: a backward would read logits as probabilities
+  forward_logits(params);
+  return {probs_.data(), static_cast<size_t>(B) * Tn * static_cast<size_t>(cfg_.padded_vocab)};
+}
+
+template <typename T>
+void GptCpu<T>::forward_logits(const T* params) {
+  const int B = B_, Tn = T_, N = B * Tn;
   const int C = cfg_.dim;
   const int64_t NC = static_cast<int64_t>(N) * C;
   cpu::encoder_forward(encoded_.data(), tokens_.data(), params + wte_, params + wpe_, B, Tn, C);
@@ -133,17 +164,9 @@ T GptCpu<T>::forward(const T* params, std::span<const int32_t> tokens,
   }
   cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, params + lnfw_,
                          params + lnfb_, N, C);
-  // LM head tied to the token embedding; the logits are turned into probabilities in place.
+  // LM head tied to the token embedding, into probs_ (forward turns them into probabilities).
   cpu::matmul_forward(probs_.data(), lnf_.data(), params + wte_, static_cast<const T*>(nullptr), N,
                       C, cfg_.padded_vocab);
-  counted_ = cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), probs_.data(),
-                                               targets_.data(), N, V, cfg_.padded_vocab);
-  have_forward_ = true;
-  if (counted_ == 0) return T(0);
-  // Summed in position order, so the loss does not depend on anything but the data.
-  T sum = 0;
-  for (int i = 0; i < N; ++i) sum += losses_[i];
-  return sum / T(counted_);
 }
 
 template <typename T>

@@ -3,10 +3,14 @@
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "ckpt_commands.hpp"
 #include "railyard/checkpoint.hpp"
+#include "railyard/hf_directory.hpp"
+#include "railyard/input_file.hpp"
 #include "railyard/safetensors_export.hpp"
 
 namespace {
@@ -19,16 +23,29 @@ const char* kUsageText =
     "usage: railyard-ckpt list DIR\n"
     "       railyard-ckpt verify FILE\n"
     "       railyard-ckpt inspect FILE\n"
-    "       railyard-ckpt export FILE --format safetensors -o OUT\n"
+    "       railyard-ckpt export FILE --format safetensors -o OUT [--force]\n"
+    "       railyard-ckpt export FILE --format hf -o DIR [--force]\n";
+const char* kUsageDetails =
     "\n"
     "list     every checkpoint in DIR, newest first: step, time, size, valid or why not\n"
     "verify   checks format version, metadata and every dataset's XXH3-64 checksum\n"
     "inspect  prints the metadata and every tensor (shape, rms of params, m, v)\n"
-    "export   writes the parameters as safetensors (loads with safetensors / PyTorch)\n"
+    "export   safetensors: the parameters under railyard's names (safetensors / PyTorch);\n"
+    "         hf: DIR/config.json + DIR/model.safetensors for transformers'\n"
+    "         GPT2LMHeadModel.from_pretrained(DIR); existing files need --force\n"
+    "sample   generates on the CPU from a checkpoint or HF directory: byte-level models\n"
+    "         (vocab 256) print text, others token ids; same --seed, same tokens\n"
     "exit codes: 0 ok, 1 invalid checkpoint or failed export, 2 usage\n";
 
+void print_usage(std::FILE* to) {
+  std::fputs(kUsageText, to);
+  std::fputs(kSampleUsage, to);
+  std::fputs(kUsageDetails, to);
+}
+
 int usage(const std::string& why) {
-  std::fprintf(stderr, "railyard-ckpt: %s\n%s", why.c_str(), kUsageText);
+  std::fprintf(stderr, "railyard-ckpt: %s\n", why.c_str());
+  print_usage(stderr);
   return kUsage;
 }
 
@@ -120,8 +137,11 @@ int cmd_inspect(const std::string& path) {
 
 int cmd_export(const std::vector<std::string>& args) {
   std::string file, format, out;
+  bool force = false;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--format" || args[i] == "-o") {
+    if (args[i] == "--force") {
+      force = true;
+    } else if (args[i] == "--format" || args[i] == "-o") {
       if (i + 1 >= args.size()) return usage(args[i] + " needs a value");
       std::string& target = args[i] == "-o" ? out : format;
       target = args[++i];
@@ -134,12 +154,25 @@ int cmd_export(const std::vector<std::string>& args) {
     }
   }
   if (file.empty() || out.empty()) return usage("export needs FILE and -o OUT");
-  if (format != "safetensors") {
-    return usage("export: --format '" + format + "' is not supported (allowed: safetensors)");
+  if (format != "safetensors" && format != "hf") {
+    return usage("export: --format '" + format + "' is not supported (allowed: safetensors, hf)");
+  }
+  try {
+    railyard::refuse_output_over_input(out, file);
+  } catch (const std::invalid_argument& e) {
+    return usage(std::string("export: ") + e.what());
   }
   try {
     const railyard::LoadedCheckpoint c = railyard::read_checkpoint(file);
-    railyard::export_safetensors(c, out);
+    if (format == "hf") {
+      railyard::export_hf_directory(c, out, force);
+    } else {
+      std::error_code ec;
+      if (!force && std::filesystem::exists(std::filesystem::symlink_status(out, ec))) {
+        throw std::runtime_error(out + " exists; pass --force to overwrite it");
+      }
+      railyard::export_safetensors(c, out);
+    }
     std::printf("exported %s (step %lld) to %s\n", file.c_str(),
                 static_cast<long long>(c.progress.step), out.c_str());
     return kOk;
@@ -157,11 +190,12 @@ int main(int argc, char** argv) {
   const std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    std::printf("%s", kUsageText);
+    print_usage(stdout);
     return kOk;
   }
   try {
     if (cmd == "export") return cmd_export(args);
+    if (cmd == "sample") return ckpt_sample_command(args);
     if (args.size() != 1) return usage(cmd + " takes exactly one argument");
     if (cmd == "list") return cmd_list(args[0]);
     if (cmd == "verify") return cmd_verify(args[0]);

@@ -1,17 +1,19 @@
 // railyard-data: make and inspect token datasets for railyard-train (docs/training.md).
 //   railyard-data text FILE... -o OUT.h5         byte-level tokens, vocab 256
 //   railyard-data synthetic --tokens N --vocab V [--seed S] -o OUT.h5
-//   railyard-data from-bin SHARD... -o OUT.h5    llm.c .bin shards -> one HDF5 file
+//   railyard-data from-bin SHARD... [--vocab V] -o OUT.h5   llm.c .bin / .npy -> one HDF5
 //   railyard-data inspect FILE...
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "railyard/input_file.hpp"
 #include "railyard/token_dataset.hpp"
 
 namespace po = boost::program_options;
@@ -27,7 +29,10 @@ const char* kUsageText =
     "  railyard-data text FILE... -o OUT.h5        bytes of the files as tokens (vocab 256)\n"
     "  railyard-data synthetic --tokens N --vocab V [--seed S] -o OUT.h5\n"
     "                                              uniformly random tokens\n"
-    "  railyard-data from-bin SHARD... -o OUT.h5   llm.c .bin shards, concatenated\n"
+    "  railyard-data from-bin SHARD... [--vocab V] -o OUT.h5\n"
+    "                                              llm.c .bin shards or NumPy .npy arrays\n"
+    "                                              (1-D '<u2'/'<u4'), concatenated; --vocab\n"
+    "                                              declares the vocabulary (.npy has none)\n"
     "  railyard-data inspect FILE...               format, size, vocabulary, unigram entropy\n";
 
 struct Args {
@@ -38,8 +43,9 @@ struct Args {
   uint64_t seed = 1;
 };
 
-// Parses the options after the subcommand; `generator` adds --tokens/--vocab/--seed.
-Args parse(int argc, char** argv, bool needs_out, bool generator) {
+// Parses the options after the subcommand; `generator` adds --tokens/--vocab/--seed,
+// `declare_vocab` an optional --vocab.
+Args parse(int argc, char** argv, bool needs_out, bool generator, bool declare_vocab = false) {
   Args a;
   po::options_description desc;
   desc.add_options()("files", po::value(&a.files)->multitoken(), "input files")(
@@ -48,6 +54,8 @@ Args parse(int argc, char** argv, bool needs_out, bool generator) {
     desc.add_options()("tokens", po::value(&a.tokens)->required(), "number of tokens")(
         "vocab", po::value(&a.vocab)->required(), "vocabulary size")(
         "seed", po::value(&a.seed)->default_value(1), "random seed");
+  } else if (declare_vocab) {
+    desc.add_options()("vocab", po::value(&a.vocab), "vocabulary size to declare");
   }
   po::positional_options_description pos;
   pos.add("files", -1);
@@ -55,6 +63,9 @@ Args parse(int argc, char** argv, bool needs_out, bool generator) {
   po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
   po::notify(vm);
   if (needs_out && a.out.empty()) throw po::error("-o OUT.h5 is required");
+  for (const std::string& f : a.files) {
+    if (needs_out) railyard::refuse_output_over_input(a.out, f);
+  }
   if (!generator && a.files.empty()) throw po::error("no input files given");
   if (generator && !a.files.empty()) throw po::error("synthetic takes no input files");
   return a;
@@ -70,12 +81,17 @@ int text(const Args& a) {
   std::vector<uint32_t> tokens;
   for (size_t i = 0; i < a.files.size(); ++i) {
     const std::string& f = a.files[i];
+    const std::string problem = railyard::input_file_problem(f);
+    if (!problem.empty()) throw DataError("text '" + f + "' " + problem);
     std::ifstream in(f, std::ios::binary);
     if (!in) throw DataError("text '" + f + "': cannot be read");
     std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
                                      std::istreambuf_iterator<char>());
     tokens.insert(tokens.end(), bytes.begin(), bytes.end());
     progress(i + 1, a.files.size(), f, tokens.size());
+  }
+  if (tokens.empty()) {
+    throw DataError("text: the input files are empty: a dataset of 0 tokens cannot train");
   }
   railyard::write_token_file(a.out, tokens, 256);
   std::printf("%s: %zu tokens from %zu files, vocab 256\n", a.out.c_str(), tokens.size(),
@@ -109,14 +125,22 @@ int from_bin(const Args& a) {
   int vocab = 0;
   for (size_t i = 0; i < a.files.size(); ++i) {
     TokenDataset d({a.files[i]});  // one at a time: each shard is checked, then released
-    if (d.files()[0].format != "llmc-bin") {
-      throw DataError("from-bin '" + a.files[i] + "': not an llm.c .bin shard");
+    if (d.files()[0].format == "hdf5") {
+      throw DataError("from-bin '" + a.files[i] + "': not an llm.c .bin shard or .npy array");
     }
     std::vector<int32_t> part(d.size());
     d.read(0, part);
     tokens.insert(tokens.end(), part.begin(), part.end());
     vocab = std::max(vocab, d.vocab());
     progress(i + 1, a.files.size(), a.files[i], tokens.size());
+  }
+  if (a.vocab > 0) {
+    // .npy arrays declare no vocabulary (their largest token + 1 stands in): say the real one.
+    if (a.vocab < vocab || a.vocab > INT32_MAX) {
+      throw po::error("--vocab " + std::to_string(a.vocab) + " is below the inputs' vocabulary " +
+                      std::to_string(vocab) + " or above 2^31 - 1");
+    }
+    vocab = static_cast<int>(a.vocab);
   }
   railyard::write_token_file(a.out, tokens, vocab);
   std::printf("%s: %zu tokens from %zu shards, vocab %d\n", a.out.c_str(), tokens.size(),
@@ -160,7 +184,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "text") return text(parse(argc - 1, argv + 1, true, false));
     if (cmd == "synthetic") return synthetic(parse(argc - 1, argv + 1, true, true));
-    if (cmd == "from-bin") return from_bin(parse(argc - 1, argv + 1, true, false));
+    if (cmd == "from-bin") return from_bin(parse(argc - 1, argv + 1, true, false, true));
     if (cmd == "inspect") return inspect(parse(argc - 1, argv + 1, false, false));
     std::fprintf(stderr, "railyard-data: unknown command '%s'\n%s", cmd.c_str(), kUsageText);
     return kUsage;
@@ -168,6 +192,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "railyard-data %s: %s\n%s", cmd.c_str(), e.what(), kUsageText);
     return kUsage;
   } catch (const DataError& e) {
+    std::fprintf(stderr, "railyard-data %s: %s\n", cmd.c_str(), e.what());
+    return kUsage;
+  } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "railyard-data %s: %s\n", cmd.c_str(), e.what());
     return kUsage;
   } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "railyard/input_file.hpp"
 #include "railyard/preempt.hpp"
 #include "railyard/run_log.hpp"
 #include "railyard/run_report.hpp"
@@ -18,7 +19,8 @@ int main(int argc, char** argv) {
   po::options_description visible(
       "Usage: railyard-report RUN_LOG.jsonl [MORE.jsonl ...] -o report.html|report.svg\n"
       "Charts loss and throughput over steps with checkpoints, signals, requeues and resumes\n"
-      "marked. Several logs (one per restart, in order) are read as one run.\nOptions");
+      "marked. Logs of one run's restarts (in order) are joined; independent runs (each\n"
+      "starting fresh, e.g. the tasks of a sweep) are compared, one line per run.\nOptions");
   visible.add_options()("help,h", "show this help")(
       "output,o", po::value(&output), "output file; .svg writes only the charts, else HTML")(
       "title", po::value(&title), "page title (default: the first log's name)");
@@ -37,8 +39,12 @@ int main(int argc, char** argv) {
     if (logs.empty()) throw po::error("give at least one run log (railyard-train --log-json FILE)");
     if (output.empty())
       throw po::error("give the output file with -o report.html or -o report.svg");
+    for (const std::string& log : logs) railyard::refuse_output_over_input(output, log);
   } catch (const po::error& e) {
     std::cerr << "railyard-report: " << e.what() << "\n" << visible << '\n';
+    return railyard::exit_code::kUsage;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "railyard-report: " << e.what() << '\n';
     return railyard::exit_code::kUsage;
   }
   try {

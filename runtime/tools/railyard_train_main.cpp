@@ -1,14 +1,18 @@
 // railyard-train: parse the configuration, run the Trainer, exit with a documented code
 // (preempt.hpp exit_code; docs/training.md).
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <vector>
 
+#include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/engine.hpp"
 #include "railyard/json_log.hpp"
 #include "railyard/launcher.hpp"
+#include "railyard/memory_watch.hpp"
 #include "railyard/metrics_observer.hpp"
 #include "railyard/preempt.hpp"
 #include "railyard/progress_log.hpp"
@@ -29,6 +33,11 @@ int main(int argc, char** argv) {
     std::fputs(train_config_help().c_str(), stdout);
     return exit_code::kOk;
   }
+  if (launcher_rank() == 0) {
+    for (const std::string& w : train_config_warnings(cfg, environ)) {
+      std::fprintf(stderr, "railyard: warning: %s\n", w.c_str());
+    }
+  }
   // Installed before MPI starts and until the process ends, deliberately never destroyed: a
   // signal that arrives while MPI starts, after the last step, or in MPI_Finalize at exit must
   // meet the flag-only handler, not the default action that would kill the run.
@@ -39,8 +48,13 @@ int main(int argc, char** argv) {
     if (launcher_rank() == 0) std::fprintf(stderr, "railyard-train: --signals: %s\n", e.what());
     return exit_code::kUsage;
   }
+  if (const std::string why = missing_pmi_message(); !why.empty()) {
+    if (launcher_rank() == 0) std::fprintf(stderr, "railyard-train: %s\n", why.c_str());
+    return exit_code::kUsage;
+  }
   Communicator* comm = nullptr;
   try {
+    init_checkpoint_io_before_mpi();
     comm = &Communicator::world();
     std::vector<std::unique_ptr<TrainObserver>> observers;
     int code = exit_code::kOk;
@@ -50,9 +64,15 @@ int main(int argc, char** argv) {
         observers.push_back(std::make_unique<ProgressLog>(stdout, cfg.log_every));
         if (!cfg.log_json.empty()) observers.push_back(std::make_unique<JsonLog>(cfg.log_json));
       }
+      // --recompute is advice only where the engine takes it (CUDA) and it is not on yet.
+      const bool recompute_possible = cfg.device != "cpu" && !cfg.recompute;
       if (!cfg.metrics_file.empty()) {
-        observers.push_back(std::make_unique<MetricsObserver>(MetricsOptions{
-            cfg.metrics_file, cfg.metrics_interval, cfg.mem_alert, comm->rank(), comm->size()}));
+        MetricsOptions metrics{cfg.metrics_file, cfg.metrics_interval, cfg.mem_alert, comm->rank(),
+                               comm->size()};
+        metrics.recompute_possible = recompute_possible;
+        observers.push_back(std::make_unique<MetricsObserver>(metrics));
+      } else {
+        observers.push_back(std::make_unique<MemoryWatch>(cfg.mem_alert, recompute_possible));
       }
     } catch (const std::exception& e) {
       code = exit_code::kUsage, message = e.what();

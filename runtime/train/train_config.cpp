@@ -1,5 +1,7 @@
 #include "railyard/train_config.hpp"
 
+#include "railyard/hf_directory.hpp"
+
 #include <glob.h>
 
 #include <boost/program_options.hpp>
@@ -8,12 +10,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "railyard/input_file.hpp"
+
 namespace railyard {
 namespace po = boost::program_options;
 
 namespace {
 
 constexpr unsigned kHelpWidth = 100;
+constexpr uint64_t kMaxConfigBytes = 1 << 20;  // documented in docs/training.md
 
 // One table of every option, bound to the fields of `c` (clang-format would scatter the
 // chained calls).
@@ -22,7 +27,7 @@ po::options_description describe(TrainConfig& c) {
   po::options_description data("Data", kHelpWidth);
   data.add_options()
       ("data", po::value(&c.data)->multitoken()->value_name("PATH"),
-       "training tokens: HDF5 (/tokens + vocab_size) or llm.c .bin; repeatable, globs "
+       "training tokens: HDF5 (/tokens + vocab_size), llm.c .bin or .npy; repeatable, globs "
        "allowed (required)")
       ("val-data", po::value(&c.val_data)->multitoken()->value_name("PATH"), "validation tokens, same formats");
   po::options_description model("Model", kHelpWidth);
@@ -32,7 +37,10 @@ po::options_description describe(TrainConfig& c) {
       ("dim", po::value(&c.dim)->default_value(c.dim), "embedding width")
       ("seq", po::value(&c.seq)->default_value(c.seq), "sequence length T")
       ("vocab", po::value(&c.vocab)->default_value(c.vocab),
-       "vocabulary size; 0 = the data's vocab_size");
+       "vocabulary size; 0 = the data's vocab_size")
+      ("init-from", po::value(&c.init_from)->value_name("PATH"),
+       "start from a Hugging Face GPT-2 directory (config.json + model.safetensors) or its "
+       ".safetensors file; its config sets the shape. A checkpoint found by --resume wins");
   po::options_description train("Training", kHelpWidth);
   train.add_options()
       ("steps", po::value(&c.steps)->default_value(c.steps), "optimizer steps in total")
@@ -148,10 +156,48 @@ std::vector<std::string> expand(const std::vector<std::string>& patterns, const 
   return out;
 }
 
+// --init-from: the model's shape is the directory's; an option given that says otherwise is
+// an error naming both values.
+void apply_init_from(TrainConfig& c, const po::variables_map& vm) {
+  std::error_code ec;
+  if (!std::filesystem::exists(c.init_from, ec)) {
+    throw UsageError("--init-from: '" + c.init_from +
+                     "' does not exist (a Hugging Face GPT-2 directory or its model.safetensors)");
+  }
+  HfGpt2Config h;
+  try {
+    h = read_hf_config(c.init_from);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--init-from: ") + e.what());
+  }
+  const std::string src = hf_paths(c.init_from).config;
+  auto take = [&](const char* option, int& value, int hf, const char* field) {
+    if (!vm[option].defaulted() && value != hf) {
+      throw UsageError("--" + std::string(option) + " " + std::to_string(value) + " contradicts " +
+                       field + " " + std::to_string(hf) + " in " + src + " (leave --" + option +
+                       " out: --init-from sets the model's shape)");
+    }
+    value = hf;
+  };
+  take("layers", c.layers, h.n_layer, "n_layer");
+  take("heads", c.heads, h.n_head, "n_head");
+  take("dim", c.dim, h.n_embd, "n_embd");
+  take("vocab", c.vocab, h.vocab_size, "vocab_size");
+  if (c.seq > h.n_positions) {
+    if (!vm["seq"].defaulted()) {
+      throw UsageError("--seq " + std::to_string(c.seq) + " exceeds n_positions " +
+                       std::to_string(h.n_positions) + " in " + src);
+    }
+    c.seq = h.n_positions;
+  }
+  c.positions = h.n_positions;
+}
+
 void validate(TrainConfig& c, const po::variables_map& vm) {
   if (c.data.empty()) throw UsageError("--data is required: the training token file(s)");
   c.data = expand(c.data, "data");
   c.val_data = expand(c.val_data, "val-data");
+  if (!c.init_from.empty()) apply_init_from(c, vm);
   positive(c.layers, "layers");
   positive(c.heads, "heads");
   positive(c.dim, "dim");
@@ -239,6 +285,9 @@ TrainConfig parse_train_config(int argc, const char* const argv[]) {
               vm);
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
+      // A config is a few lines; a directory, /dev/zero or a huge file is a mistake.
+      const std::string problem = input_file_problem(path, kMaxConfigBytes);
+      if (!problem.empty()) throw UsageError("--config '" + path + "' " + problem);
       std::ifstream in(path);
       if (!in) throw UsageError("--config: cannot read '" + path + "'");
       try {
@@ -287,6 +336,8 @@ std::string TrainConfig::to_json() const {
       {"dim", dim},
       {"seq", seq},
       {"vocab", vocab},
+      {"init_from", init_from},
+      {"positions", positions},
       {"steps", steps},
       {"batch", batch},
       {"grad_accum", grad_accum},

@@ -16,8 +16,13 @@
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/data_loader.hpp"
+#include "railyard/divergence.hpp"
+#include "railyard/hf_directory.hpp"
 #include "railyard/lr_schedule.hpp"
+#include "railyard/model_memory.hpp"
 #include "railyard/preempt.hpp"
+#include "railyard/resume_check.hpp"
+#include "railyard/stop_requeue.hpp"
 #include "railyard/token_dataset.hpp"
 
 extern char** environ;
@@ -29,12 +34,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The embedding rows: the vocabulary rounded up to a multiple of 128 (GPT-2: 50257 -> 50304),
-// so the LM-head matrix products run on aligned shapes.
-int padded_vocab(int vocab) {
-  return (vocab + 127) / 128 * 128;
 }
 
 // This process's CPU affinity as a list like "0-3,8".
@@ -86,6 +85,22 @@ std::string signal_name(int sig) {
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// Starts the engine from a Hugging Face GPT-2 directory's weights with fresh AdamW moments.
+// Every rank reads the files, so a bad file fails every rank alike.
+void init_from_hf(Engine& engine, const GptConfig& model, const std::string& path) {
+  ModelState st;
+  try {
+    st.params = read_hf_params(path, model);
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("--init-from: ") + e.what());
+  }
+  st.m.assign(st.params.size(), 0.0f);
+  st.v.assign(st.params.size(), 0.0f);
+  st.shard_begin = 0;
+  st.shard_end = st.params.size();
+  engine.load_state(st);
+}
+
 }  // namespace
 
 int agree_exit_code(Communicator& comm, int code, const std::string& message) {
@@ -114,8 +129,10 @@ struct Trainer::State {
   // The background save in flight: its step and the training time its snapshot took.
   std::optional<int64_t> async_step;
   double async_stall = 0;
+  std::optional<int64_t> durable_step;  // the newest save this run made durable and reported
   Clock::time_point last_save = Clock::now();
   bool budget_warned = false;
+  std::string newest_ckpt;  // saved or resumed from, for the divergence message
 };
 
 Trainer::Trainer(TrainConfig cfg, Communicator& comm, EngineFactory make, SignalWatcher* watcher)
@@ -158,6 +175,11 @@ int Trainer::run() {
     s.train = std::make_unique<TokenDataset>(cfg_.data);
     const int vocab = cfg_.vocab > 0 ? cfg_.vocab : s.train->vocab();
     s.train->check_vocab(vocab);
+    if (!cfg_.init_from.empty() && s.train->vocab() > vocab) {
+      throw UsageError("--data declares vocab_size " + std::to_string(s.train->vocab()) +
+                       ", --init-from's config.json has vocab_size " + std::to_string(vocab) +
+                       ": the data was not made with the model's tokenizer");
+    }
     std::string data_detail = "train " + std::to_string(s.train->size()) + " tokens in " +
                               std::to_string(s.train->files().size()) + " file(s)";
     if (!cfg_.val_data.empty()) {
@@ -169,12 +191,13 @@ int Trainer::run() {
     std::snprintf(took, sizeof took, " | vocab %d | checked in %.2f s", vocab, since(t_data));
     emit_run("data", data_detail + took);
     s.model.vocab = vocab;
-    s.model.padded_vocab = padded_vocab(vocab);
-    s.model.max_seq = cfg_.seq;
+    s.model.padded_vocab = padded_vocab_for(vocab);
+    s.model.max_seq = cfg_.positions > 0 ? cfg_.positions : cfg_.seq;
     s.model.layers = cfg_.layers;
     s.model.heads = cfg_.heads;
     s.model.dim = cfg_.dim;
     s.model.validate();
+    check_model_fits(s.model, cfg_.device == "cpu", cfg_.batch, cfg_.seq);
     s.schedule = LrSchedule{cfg_.lr, cfg_.warmup, cfg_.steps, cfg_.min_lr_ratio};
     s.schedule.validate();
     s.hp.weight_decay = static_cast<float>(cfg_.weight_decay);
@@ -208,11 +231,39 @@ int Trainer::run() {
     code = exit_code::kUsage, message = e.what();
   } catch (const std::invalid_argument& e) {
     code = exit_code::kUsage, message = e.what();
+  } catch (const std::bad_alloc&) {
+    code = exit_code::kFailure;
+    message = "out of memory while setting up the run: lower --batch, --seq, --dim or --layers";
   } catch (const std::exception& e) {
     code = exit_code::kFailure, message = e.what();
   }
   code = agree_exit_code(comm_, code, message);
   if (code != exit_code::kOk) return code;
+
+  // After an agreed stop: the exit code, requeueing first where asked. Requeue only with a
+  // durable state to continue from (`saved`), or the next run would start from step 0. Run
+  // events only once the run has started (a run log's marks belong to a start or resume).
+  auto stop_run = [&](StopAction stop, bool saved, bool started) {
+    int result = exit_code::kStopped;
+    std::string job;
+    if (saved && cfg_.requeue) result = requeue_if_asked(comm_, stop, warn, &job);
+    if (result == exit_code::kRequeued && started) emit_run("requeue", "job " + job);
+    if (started) emit_run("stop", "exit code " + std::to_string(result));
+    return result;
+  };
+  // A stop signal during the start-up (data checks, engine set-up): nothing is trained yet, so
+  // the newest checkpoint is already the state to continue from; stop before the checkpoint
+  // load and the write probe, which may take long.
+  if (const StopAction stop = agree_stop(comm_, s.watcher->pending()); stop != StopAction::kNone) {
+    const int sig = s.watcher->last_signal();
+    if (rank == 0) {
+      std::fprintf(stderr,
+                   "railyard-train: stopping on %s during start-up, before training: nothing to "
+                   "save, the checkpoints are unchanged\n",
+                   sig ? signal_name(sig).c_str() : stop_action_name(stop));
+    }
+    return stop_run(stop, true, false);
+  }
 
   // ---- resume -----------------------------------------------------------------------------
   try {
@@ -229,8 +280,10 @@ int Trainer::run() {
     }
     const auto t_load = Clock::now();
     if (cfg_.resume == "auto" && s.store) {
-      emit_run("load", "newest valid checkpoint in " + cfg_.ckpt_dir);
       loaded = s.store->load_latest(s.model, [&](const std::string& why) { warn(why); });
+      emit_run("load",
+               loaded ? loaded->path + " (the newest valid checkpoint in " + cfg_.ckpt_dir + ")"
+                      : "no checkpoint in " + cfg_.ckpt_dir + " yet: a fresh start");
     } else if (cfg_.resume != "auto" && cfg_.resume != "never") {
       emit_run("load", cfg_.resume);
       loaded = read_checkpoint(cfg_.resume, &s.model);
@@ -239,6 +292,10 @@ int Trainer::run() {
       s.engine->load_state(loaded->state);
       s.loader->set_position(loaded->progress.loader);
       const int saved_world = loaded->progress.world_size;
+      for (const std::string& w :
+           resume_differences(cfg_, world, loaded->progress.config_json, saved_world)) {
+        warn(w);
+      }
       s.progress.step = loaded->progress.step;
       s.progress.tokens_seen = loaded->progress.tokens_seen;
       s.progress.lr = loaded->progress.lr;
@@ -246,8 +303,18 @@ int Trainer::run() {
       s.progress.rng_state = loaded->progress.rng_state;
       char took[64];
       std::snprintf(took, sizeof took, ", loaded in %.2f s", since(t_load));
+      s.newest_ckpt = loaded->path;
       resumed_from = loaded->path + " (saved on " + std::to_string(saved_world) + " rank" +
                      (saved_world == 1 ? "" : "s") + took + ")";
+      if (!cfg_.init_from.empty()) {
+        emit_run("init", "--init-from " + cfg_.init_from + " not used: resuming from " +
+                             loaded->path + " (a checkpoint wins)");
+      }
+    } else if (!cfg_.init_from.empty()) {
+      init_from_hf(*s.engine, s.model, cfg_.init_from);
+      char took[64];
+      std::snprintf(took, sizeof took, " in %.2f s", since(t_load));
+      emit_run("init", "weights from " + cfg_.init_from + " (Hugging Face GPT-2)" + took);
     }
     code = exit_code::kOk;
   } catch (const UsageError& e) {
@@ -305,30 +372,39 @@ int Trainer::run() {
   }
 
   auto snapshot_progress = [&]() { return s.progress; };
-  // Collects the finished background save, if any; true when it saved step `step`.
+  // Collects (waiting for) the background save, if any; true when step `step` is durable.
   auto collect_background = [&](int64_t step) {
-    if (!s.store || !s.async_step) return false;
-    bool saved_it = false;
+    if (!s.store || !s.async_step) return s.durable_step == step;
+    bool saved = false;
     try {
       std::optional<SaveResult> r = s.store->wait();
       if (r) {
+        s.newest_ckpt = r->path;
         emit_checkpoint(CheckpointEvent{*s.async_step, r->path, r->bytes, r->seconds, s.async_stall,
                                         true, "periodic"});
-        saved_it = *s.async_step == step;
+        saved = true;
       }
     } catch (const std::exception& e) {
       warn(std::string("background checkpoint of step ") + std::to_string(*s.async_step) +
            " failed: " + e.what() + "; training continues, older checkpoints are kept");
     }
-    s.async_step.reset();
     // Only the writing rank knows the outcome; all ranks must decide alike.
-    return comm_.allreduce_max(saved_it ? 1 : 0) != 0;
+    if (comm_.allreduce_max(saved ? 1 : 0) != 0) s.durable_step = *s.async_step;
+    s.async_step.reset();
+    return s.durable_step == step;
+  };
+  // A background save is reported once durable, at the first step boundary after that, so the
+  // metrics' checkpoint step and age are never an interval behind.
+  auto report_finished_background = [&]() {
+    if (s.async_step && s.store->background_finished()) collect_background(-1);
   };
   auto save_sync = [&](const std::string& reason) {
     ModelState st = s.store->take_spare().value_or(ModelState{});  // see save_async
     s.engine->save_state(st);
     SaveResult r = s.store->save(layout, g, st, snapshot_progress());
+    s.newest_ckpt = r.path;
     s.last_save = Clock::now();
+    s.durable_step = s.progress.step;
     emit_checkpoint(
         CheckpointEvent{s.progress.step, r.path, r.bytes, r.seconds, r.seconds, false, reason});
     if (r.seconds > cfg_.save_budget && !s.budget_warned) {
@@ -353,11 +429,14 @@ int Trainer::run() {
     s.async_step = s.progress.step;
     s.last_save = Clock::now();
   };
+  // False when a stop signal cut it short: checked before every micro-batch, agreed by all
+  // ranks at the same batch, so a long validation never outlasts Slurm's grace time.
   auto validate = [&]() {
     s.val_loader->set_position(LoaderPosition{cfg_.seed, 0, 0});
     double sum = 0;
     Batch b;
     for (int i = 0; i < cfg_.val_batches; ++i) {
+      if (agree_stop(comm_, s.watcher->pending()) != StopAction::kNone) return false;
       s.val_loader->next(b);
       sum += s.engine->evaluate(b.inputs, b.targets, cfg_.batch, cfg_.seq);
     }
@@ -365,6 +444,7 @@ int Trainer::run() {
     comm_.allreduce_sum(&sum, 1);
     EvalEvent e{s.progress.step, sum / world};
     for (TrainObserver* o : observers_) o->on_eval(e);
+    return true;
   };
 
   // Checkpoint errors are collective (every rank throws the same), so all ranks can leave
@@ -392,33 +472,7 @@ int Trainer::run() {
         } else {
           warn("stopping on a signal without --ckpt-dir: nothing is saved");
         }
-        int result = exit_code::kStopped;
-        // Requeue only with a durable checkpoint, or the next run would start from step 0.
-        // A 'requeue' signal (time limit) always asks for it. An 'exit' signal asks only when Slurm
-        // is preempting the job: with PreemptMode=REQUEUE, Slurm marks a job whose batch script
-        // ends within GraceTime COMPLETED instead of requeueing it; a user's scancel is no
-        // preemption, so that run just stops.
-        if (saved && cfg_.requeue && stop != StopAction::kNone) {
-          int ok = 0;
-          bool want = stop == StopAction::kSaveRequeue;
-          std::string err;
-          if (rank == 0 && !want) {
-            const PreemptQuery q = job_is_preempted();
-            want = q.known && q.preempted && q.requeue_allowed;
-          }
-          if (rank == 0 && want) {
-            ok = requeue_self(&err) ? 1 : 0;
-            if (!ok) warn("requeue failed: " + err + "; stopping without a requeue");
-          }
-          comm_.broadcast(&ok, sizeof ok, 0);
-          if (ok) {
-            const char* job = std::getenv("SLURM_JOB_ID");
-            emit_run("requeue", std::string("job ") + (job ? job : "?"));
-            result = exit_code::kRequeued;
-          }
-        }
-        emit_run("stop", "exit code " + std::to_string(result));
-        return result;
+        return stop_run(stop, saved, true);
       }
 
       const auto t0 = Clock::now();
@@ -435,6 +489,13 @@ int Trainer::run() {
       double loss = local / cfg_.grad_accum;
       comm_.allreduce_sum(&loss, 1);
       loss /= world;
+      if (step_diverged(comm_, loss, norm)) {
+        collect_background(-1);  // an earlier, finite step: keep it
+        const std::string msg = divergence_message(s.progress.step + 1, loss, norm, s.newest_ckpt);
+        if (rank == 0) std::fprintf(stderr, "railyard-train: %s\n", msg.c_str());
+        emit_run("stop", "exit code " + std::to_string(exit_code::kDiverged) + " | " + msg);
+        return exit_code::kDiverged;
+      }
 
       s.progress.step += 1;
       s.progress.tokens_seen += step_tokens;
@@ -456,9 +517,10 @@ int Trainer::run() {
       for (TrainObserver* o : observers_) o->on_step(ev);
 
       if (s.val && cfg_.val_every > 0 && s.progress.step % cfg_.val_every == 0) {
-        validate();
+        if (!validate()) continue;  // the step boundary handles the signal
         last_eval = s.progress.step;
       }
+      report_finished_background();
       if (s.store && s.progress.step < cfg_.steps) {  // the last step gets the final save
         bool due = cfg_.ckpt_every > 0 && s.progress.step % cfg_.ckpt_every == 0;
         if (cfg_.ckpt_interval > 0) {
@@ -472,6 +534,7 @@ int Trainer::run() {
 
     // ---- the end ----------------------------------------------------------------------------
     collect_background(-1);
+    // A signal during this validation skips it; the final save still runs.
     if (s.val && last_eval != s.progress.step) validate();
     if (s.store && s.progress.step > first_step) save_sync("final");
     emit_run("finish", "tokens " + std::to_string(s.progress.tokens_seen));

@@ -3,7 +3,7 @@
 per-rank files with job/step/rank labels, well-formed exposition text, values that move while
 the run goes (step, heartbeat) and end where the run ended (step, tokens, checkpoints,
 running 0). The memory alert fires at a threshold set low (one warning line per rank, the
-alert metric at 1) and stays quiet at a high one. railyard-report then charts the run's own
+alert metric at 1), also without a metrics file, and stays quiet at a high one. railyard-report then charts the run's own
 JSON log."""
 import math
 import os
@@ -145,6 +145,13 @@ v = parse(prom1, 0)
 check(v.get("railyard_step") == 3 and v.get("railyard_memory_alert") == 0,
       f"single rank: step {v.get('railyard_step')}, alert {v.get('railyard_memory_alert')}")
 check("railyard: warning: host memory" not in err, f"alert fired at 0.99: {err}")
+
+# 2b. Without --metrics-file the alert still fires, once, with advice the CPU engine can follow
+# (no --recompute, which it refuses).
+out, err, _ = run([train, "--data", data, *MODEL, "--steps", "3", "--mem-alert", "0.00001"], None)
+alerts = [l for l in err.splitlines() if l.startswith("railyard: warning: host memory")]
+check(len(alerts) == 1, f"no --metrics-file: expected one alert line, got: {err}")
+check("--grad-accum" in err and "--recompute" not in err, f"alert advice on the CPU: {alerts}")
 
 # 3. A bad --metrics-file is a usage error naming it.
 bad = subprocess.run([train, "--data", data, *MODEL, "--steps", "1", "--metrics-file", os.path.join(tmp, "m.txt")],

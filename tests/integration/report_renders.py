@@ -3,7 +3,8 @@
 checkpoint at 125, logged to one file (appended) and to two files. The HTML must parse, hold
 the loss and throughput series per process run (with the redone steps apart), mark every
 checkpoint, signal and resume, and embed nothing external; the SVG form must be valid XML;
-bad input must fail naming the file and line."""
+several independent runs are compared side by side; bad input must fail naming the file and
+line."""
 import json
 import math
 import os
@@ -170,6 +171,46 @@ for panel in ("loss", "throughput"):
     labels = re.findall(r'text-anchor="end" fill="#444">([^<]*)</text>', group.group(1) if group else "")
     check(len(labels) >= 2 and len(set(labels)) == len(labels), f"flat: {panel} axis labels {labels}")
 check(">541k tokens/s<" in flat_html, "flat: median throughput not shown as 541k tokens/s")
+
+# Independent runs (a sweep: each log starts fresh) are compared, not joined: one colour per
+# run, a legend naming each by what tells their paths apart, a summary row per run, and no
+# steps counted as redone across runs. The resumed run among them stays one run.
+sweep = []
+for name, records in (("lr-1e-4", first_run()[:-2] + [{"type": "run", "time": T0 + 70, "kind": "finish",
+                                                       "step": 130, "detail": ""}]),
+                      ("lr-2e-4", first_run() + second_run())):
+    os.makedirs(os.path.join(tmp, "sweep", name), exist_ok=True)
+    sweep.append(os.path.join(tmp, "sweep", name, "log.jsonl"))
+    write(sweep[-1], records)
+run(sweep + ["-o", os.path.join(tmp, "sweep.html")])
+text = open(os.path.join(tmp, "sweep.html")).read()
+check("<th>runs compared</th><td>2</td>" in text, "sweep: not compared as 2 runs")
+check("<tr><td>lr-1e-4</td><td>130</td>" in text and "<tr><td>lr-2e-4</td><td>200</td>" in text,
+      "sweep: no row per run with its last step")
+check("<td>1</td><td>0</td></tr>" in text, "sweep: run lr-1e-4 is not 1 process run, 0 steps redone")
+check("<td>2</td><td>5</td></tr>" in text, "sweep: run lr-2e-4 is not 2 process runs, 5 steps redone")
+check(">lr-1e-4</text>" in text and ">lr-2e-4</text>" in text, "sweep: the legend does not name the runs")
+parser = Collect()
+parser.feed(text)
+strokes = {a["data-segment"]: a["stroke"] for t, a in parser.elements
+           if t == "polyline" and a.get("data-series") == "loss"}
+check(len(strokes) == 3 and strokes["1"] == strokes["2"] != strokes["0"],
+      f"sweep: one colour per run expected, got {strokes}")
+
+# A job requeued before its first checkpoint starts afresh, yet it is the same run: joined, its
+# first three steps counted as redone.
+requeued = [{"type": "run", "time": T0, "kind": "start", "step": 0, "detail": ""}]
+requeued += [step(n, T0 + n) for n in (1, 2, 3)]
+requeued += [{"type": "run", "time": T0 + 4, "kind": k, "step": 3, "detail": ""} for k in ("signal", "requeue", "stop")]
+requeued += [{"type": "run", "time": T0 + 20, "kind": "start", "step": 0, "detail": ""}]
+requeued += [step(n, T0 + 20 + n) for n in range(1, 11)]
+fresh = os.path.join(tmp, "requeued-fresh.jsonl")
+write(fresh, requeued)
+run([fresh, "-o", os.path.join(tmp, "requeued-fresh.html")])
+text = open(os.path.join(tmp, "requeued-fresh.html")).read()
+check("runs compared" not in text and "<th>process runs</th><td>2 (1 resumed)</td>" in text,
+      "a job requeued before its first checkpoint is not one run of two processes")
+check(">3 (" in text, "the steps the fresh restart redid are not counted")
 
 # Bad input names the file and line.
 bad = os.path.join(tmp, "bad.jsonl")

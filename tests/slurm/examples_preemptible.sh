@@ -1,99 +1,73 @@
 #!/bin/bash
-# examples/preemptible.sbatch as a user submits it, on the local cluster with a tiny CPU model,
-# interrupted twice: (1) preempted by a job in the higher-priority partition (Slurm sends TERM;
-# the script's TERM trap keeps it waiting; the ranks save, railyard requeues the job because
-# it is being preempted, and stops), (2) the time-limit warning (USR1 to the batch shell, as
-# --signal=B:USR1@120 sends it, passed to the ranks by the script's USR1 trap; they save,
-# requeue and stop). Each requeued run resumes from the checkpoint of the step it stopped at
-# and appends to the same output file and log; the last one finishes and writes the report.
-# The ranks are paused (SIGSTOP) while a signal is on its way, so a fast machine cannot finish
-# the run first; Slurm's SIGCONT before its TERM (preemption), or ours (USR1), resumes them.
+# examples/preemptible.sbatch (the short form: the batch script is the srun line, signals go to
+# the ranks directly) as a user submits it, unchanged, on the local cluster with a tiny CPU
+# model. One job is cancelled (scancel: the ranks save and stop, nothing is requeued); another
+# is interrupted three times and resumes each time from the step it stopped at: (1) preempted
+# by a job in the higher-priority partition, (2) the time-limit warning (USR1 to the steps, as
+# --signal=USR1@120 sends it), (3) scontrol requeue by an admin; then it finishes and the
+# script writes the report.
 set -euo pipefail
-source "$RAILYARD_CLUSTER_DIR/env.sh"
-tools=$RAILYARD_BUILD_DIR/runtime/tools
-for exe in railyard-train railyard-data railyard-report; do
-  [[ -x $tools/$exe ]] || { echo "SKIP: $exe is not built"; exit 77; }
-done
-tmp=$RAILYARD_TEST_TMP
-rm -rf "$tmp" && mkdir -p "$tmp"
+source "$(dirname "$0")/lib/example_fixture.bash"
+example_test_setup
 fail() {
   echo "FAIL: $*" >&2
-  [[ -f $tmp/job.out ]] && { echo "--- job output" >&2; cat "$tmp/job.out" >&2; }
+  for f in "$tmp"/*.out; do [[ -f $f ]] && { echo "--- $f" >&2; cat "$f" >&2; }; done
   [[ -n ${job:-} ]] && scancel "$job" 2>/dev/null
   exit 1
 }
 
-source "$(dirname "$0")/lib/example_fixture.bash"
 example_fixture
-
-# The script's own #SBATCH lines ask for a site's partition and 4 GPUs of 8 cores each; the
-# command line fits them to the local cluster ("batch" is preemptible there), as a user would.
-export PATH=$tools:$PATH DATA=$tmp/fox.h5 RUN=$tmp/run STEPS=60
+source "$(dirname "$0")/lib/preempt_job.bash"
+export PATH=$tools:$PATH DATA=$tmp/fox.h5 STEPS=60
 export MODEL="--layers 2 --dim 64 --heads 2 --seq 64 --batch 4 --device cpu --log-every 5"
-job=$(sbatch --parsable --partition=batch --ntasks-per-node=2 --gpus-per-node=2 \
-  --cpus-per-task=1 --time=10 -D "$tmp" --output="$tmp/job.out" \
-  "$RAILYARD_SOURCE_DIR/examples/preemptible.sbatch") || fail "sbatch failed"
-echo "job $job"
+# Submits the script for run directory $tmp/NAME and waits for its first 2 steps, then pauses them.
+start_job() { # name
+  export RUN=$tmp/$1
+  log=$RUN/log.jsonl
+  job=$(cd "$tmp" && sbatch --parsable "$RAILYARD_SOURCE_DIR/examples/preemptible.sbatch") ||
+    fail "sbatch failed"
+  echo "job $job ($1)"
+  wait_for 90 "2 training steps" running_with 0 2
+  pause_ranks
+}
+kinds() { python3 -c 'import json,sys; print(" ".join(r["kind"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "run" and r["kind"] in ("start","signal","requeue","stop","resume","finish")))' "$log"; }
 
-wait_for() { # seconds description command...
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@"; do
-    ((SECONDS < deadline)) || fail "timed out waiting for $what"
-    sleep 0.1
-  done
-}
-log=$RUN/log.jsonl
-# Steps logged since the last start or resume.
-steps_since_start() {
-  [[ -f $log ]] || { echo 0; return; }
-  awk '/"kind":"(start|resume)"/ { n = 0 } /"type":"step"/ { n++ } END { print n + 0 }' "$log"
-}
-resumes() { if [[ -f $log ]]; then grep -c '"kind":"resume"' "$log" || true; else echo 0; fi; }
-job_state() { scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
-restarts() { scontrol -o show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2; }
-running_with() { # resumes steps-since-start
-  [[ $(resumes) -ge $1 && $(steps_since_start) -ge $2 && $(job_state) == RUNNING ]]
-}
-pause_ranks() { scancel --signal=STOP "$job.0"; }
+# scancel: TERM to the ranks, which save and stop with exit code 3; Slurm cancels the job.
+start_job cancelled
+scancel "$job"
+gone() { [[ $(job_state) == CANCELLED ]] && ! squeue -h -j "$job" -t R,CG | grep -q .; }
+wait_for 60 "the cancelled job to end (state $(job_state))" gone
+[[ $(kinds) == "start signal stop" ]] || fail "scancel: the log shows '$(kinds)', expected 'start signal stop'"
+grep -q '"detail":"exit code 3"' "$log" || fail "scancel: the ranks did not stop with exit code 3"
+grep -q '"reason":"signal"' "$log" || fail "scancel: no checkpoint saved on the signal"
+[[ $(restarts) == 0 ]] || fail "scancel: the job was requeued"
 
-# (1) Preemption: a job in the "urgent" partition that needs the whole node.
-wait_for 90 "2 training steps" running_with 0 2
-pause_ranks
-urgent=$(sbatch --parsable --partition=urgent -n 8 --gres=gpu:4 -o /dev/null --wrap 'sleep 1') ||
-  fail "submitting the urgent job failed"
-echo "urgent job $urgent"
+# (1) Preemption: Slurm sends TERM to the ranks; they save, see the preemption and requeue.
+start_job run
+preempt_job
 wait_for 120 "the preempted job to resume (state $(job_state), restarts $(restarts))" running_with 1 2
-
-# (2) What Slurm does 120 s before the time limit with --signal=B:USR1@120.
+# (2) The time-limit warning: --signal=USR1@120 signals the steps, not the batch script.
 pause_ranks
-scancel --signal=USR1 --batch "$job"
+scancel --signal=USR1 "$job"
 sleep 1
 scancel --signal=CONT "$job.0"
-finished() { [[ $(job_state) == COMPLETED && $(restarts) -ge 2 ]]; }
-wait_for 150 "the job to finish after its second requeue (state $(job_state), restarts $(restarts))" finished
-cat "$tmp/job.out"
-scontrol -o show job "$urgent" | grep -q 'JobState=COMPLETED' || fail "the urgent job did not run"
+wait_for 120 "the job to resume after USR1 (state $(job_state), restarts $(restarts))" running_with 2 2
+# (3) An admin's requeue: Slurm ends the job with TERM (the ranks save) and queues it again.
+pause_ranks
+scontrol requeue "$job"
+finished() { [[ $(job_state) == COMPLETED && $(restarts) -ge 3 ]]; }
+wait_for 150 "the job to finish after its third requeue (state $(job_state), restarts $(restarts))" finished
+out=$tmp/gpt-preemptible-$job.out
+cat "$out"
 
-grep -q "TERM: waiting for railyard-train" "$tmp/job.out" || fail "the TERM trap did not run"
-grep -q "time limit near: asking railyard-train to checkpoint" "$tmp/job.out" ||
-  fail "the USR1 trap did not run"
-for run in 0 1 2; do
-  grep -q "run $run of job $job" "$tmp/job.out" ||
-    fail "the output file does not hold run $run (--open-mode=append)"
-done
-grep -q "training finished" "$tmp/job.out" || fail "the last run did not finish"
-! grep -q "railyard-train failed" "$tmp/job.out" || fail "the script took a stop for a failure"
-[[ $(grep -c "stopped on a signal" "$tmp/job.out") == 2 ]] || fail "the script did not report both stops"
-python3 - "$log" <<'PY' || fail "the run log does not show two saves on signals, two requeues and two resumes"
+expect="start signal requeue stop resume signal requeue stop resume signal stop resume finish"
+[[ $(kinds) == "$expect" ]] || fail "the log shows '$(kinds)', expected '$expect'"
+python3 - "$log" <<'PY' || fail "the saves, stops and resumes do not line up"
 import json, sys
 rec = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 runs = [r for r in rec if r["type"] == "run"]
-kinds = [r["kind"] for r in runs if r["kind"] in ("start", "signal", "requeue", "stop", "resume", "finish")]
-expect = ["start", "signal", "requeue", "stop", "resume", "signal", "requeue", "stop", "resume", "finish"]
-assert kinds == expect, kinds
 signals = [r for r in runs if r["kind"] == "signal"]
-assert "TERM" in signals[0]["detail"] and "USR1" in signals[1]["detail"], signals
+assert ["TERM" in signals[0]["detail"], "USR1" in signals[1]["detail"], "TERM" in signals[2]["detail"]] == [True] * 3, signals
 stops = [r["step"] for r in signals]
 resumed = [r["step"] for r in runs if r["kind"] == "resume"]
 saved = [r["step"] for r in rec if r["type"] == "checkpoint" and r["reason"] == "signal"]
@@ -101,10 +75,8 @@ assert saved == stops == resumed, (saved, stops, resumed)
 steps = [r["step"] for r in rec if r["type"] == "step"]
 assert steps == list(range(1, 61)), steps  # nothing lost, nothing redone
 PY
+[[ $(grep -c '^step 60/60 ' "$out") == 1 ]] || fail "the output file does not end at step 60/60 (--open-mode=append)"
 [[ -f $RUN/report.html ]] || fail "the script did not write the report"
-grep -q '<th>process runs</th><td>3 (2 resumed)</td>' "$RUN/report.html" ||
-  fail "the report does not show three process runs"
-[[ $(grep -c 'data-mark="resume"' "$RUN/report.html") == 2 ]] || fail "the report does not mark both resumes"
-grep -q '^railyard_restarts{[^}]*rank="0"} 2$' "$RUN/metrics.rank0.prom" ||
-  fail "the metrics do not count the restarts: $(grep restarts "$RUN/metrics.rank0.prom")"
+grep -q '<th>process runs</th><td>4 (3 resumed)</td>' "$RUN/report.html" ||
+  fail "the report does not show four process runs"
 echo "examples_preemptible: ok"

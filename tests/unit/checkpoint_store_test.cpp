@@ -1,11 +1,14 @@
 // The checkpoint directory: keep-N, stale temporaries, symlinks, listing, newest-valid-wins,
 // and the background writer.
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "checkpoint_test_util.hpp"
 #include "railyard/checkpoint.hpp"
@@ -162,6 +165,21 @@ TEST_F(Store, AsyncSaveWritesInTheBackground) {
   const LoadedCheckpoint got = read_checkpoint(result->path, &model_);
   EXPECT_EQ(got.state.params, copy.params);
   EXPECT_FALSE(store.wait().has_value());
+}
+
+TEST_F(Store, BackgroundFinishedOnceTheFileIsDurable) {
+  CheckpointStore store(dir_.path(), 0, comm_);
+  EXPECT_TRUE(store.background_finished());  // nothing pending
+  store.save_async(layout_, model_, ckpt_test::make_state(layout_, 4.0f),
+                   ckpt_test::make_progress(4));
+  for (int i = 0; i < 5000 && !store.background_finished(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(store.background_finished());
+  // Finished means written and renamed: the file is there before anyone waits for it.
+  EXPECT_EQ(store.list().size(), 1u);
+  ASSERT_TRUE(store.wait().has_value());
+  EXPECT_TRUE(store.background_finished());
 }
 
 TEST_F(Store, AsyncSaveHandsItsBuffersBack) {

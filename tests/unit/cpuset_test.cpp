@@ -34,7 +34,8 @@ TEST(CpuSet, Algebra) {
 }
 
 TEST(CpuSet, RejectsMalformedLists) {
-  for (const char* bad : {"0-", "-3", "a", "0,,1", "0-3x", "1 2", ",0"}) {
+  for (const char* bad : {"0-", "-3", "a", "0,,1", "0-3x", "1 2", ",0", "5-1", "0-4294967296",
+                          "4294967297", "70000", "0,9-2"}) {
     try {
       CpuSet::parse(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -42,6 +43,19 @@ TEST(CpuSet, RejectsMalformedLists) {
       EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos);
     }
   }
+}
+
+TEST(CpuSet, ErrorsSayWhatIsWrongWithTheValue) {
+  auto message = [](const char* list) {
+    try {
+      CpuSet::parse(list);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message("5-1").find("range 5-1 is reversed"), std::string::npos) << message("5-1");
+  EXPECT_NE(message("0-4294967296").find("cpu 4294967296 is beyond"), std::string::npos);
 }
 
 }  // namespace

@@ -36,6 +36,23 @@ TEST(MemoryAlert, LowThresholdFiresAndUnknownTotalIsIgnored) {
   EXPECT_EQ(warnings, 1);
 }
 
+TEST(MemoryAlert, AdvisesRecomputeOnlyWhereTheRunCanUseIt) {
+  std::vector<std::string> lines;
+  const auto keep = [&](const std::string& l) { lines.push_back(l); };
+  MemoryAlert gpu(0.5, keep, /*recompute_possible=*/true);
+  gpu.update(6, 10, 1, "GPU 0");
+  MemoryAlert gpu_recompute_on(0.5, keep, /*recompute_possible=*/false);
+  gpu_recompute_on.update(6, 10, 1, "GPU 0");
+  MemoryAlert host(0.5, keep, /*recompute_possible=*/true);  // the CPU engine: host memory
+  host.update(6, 10, 1, "host");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].find("--grad-accum, or --recompute"), std::string::npos) << lines[0];
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(lines[i].find("--recompute"), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find("a smaller --batch with more --grad-accum"), std::string::npos);
+  }
+}
+
 TEST(MemoryAlert, RejectsFractionsOutsideZeroToOne) {
   for (double bad : {0.0, -0.5, 1.5}) {
     try {

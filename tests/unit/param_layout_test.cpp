@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
+#include "railyard/gpt_config.hpp"
 #include "railyard/param_layout.hpp"
 
 namespace railyard {
@@ -40,6 +42,28 @@ TEST(ParamLayout, LookupAndErrors) {
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
   }
   EXPECT_EQ(layout.total(), 16u);  // failed adds leave the layout unchanged
+}
+
+TEST(ParamLayout, ManyTensorsAreAddedInLinearTime) {
+  // 240k tensors: a name lookup by scan in add() made this take minutes.
+  GptConfig cfg;
+  cfg.vocab = cfg.padded_vocab = 8;
+  cfg.max_seq = 4;
+  cfg.layers = 20000;
+  cfg.heads = 1;
+  cfg.dim = 8;
+  const auto t0 = std::chrono::steady_clock::now();
+  const ParamLayout layout = gpt_param_layout(cfg);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(layout.tensors().size(), 2u + 12u * 20000u + 2u);
+  EXPECT_EQ(layout.at("h.19999.mlp.proj.bias").numel, 8u);
+  EXPECT_LT(secs, 10.0);
+}
+
+TEST(ParamLayout, AnOverflowingShapeIsRefused) {
+  ParamLayout layout;
+  EXPECT_THROW(layout.add("huge", {int64_t{1} << 40, int64_t{1} << 40}, true),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -288,8 +288,20 @@ TEST(Planner, GpusMissingFromTheTopologyArePlannedByRankWithAWarning) {
   const Topology t = load_topology_xml(node.write("nogpu"));
   const StepPlan plan = plan_step(t, request(2, 2));
   ASSERT_EQ(plan.warnings.size(), 2u);
-  EXPECT_NE(plan.warnings[1].find("step GPU 1 is not in the topology"), std::string::npos)
+  EXPECT_NE(plan.warnings[1].find("step GPU 1 is not in the topology XML"), std::string::npos)
       << plan.warnings[1];
+  EXPECT_NE(plan.warnings[1].find("(0 NVIDIA GPUs)"), std::string::npos) << plan.warnings[1];
+  EXPECT_NE(plan.warnings[1].find("refresh the XML on this node"), std::string::npos);
+  Topology live = t;
+  live.source = "live";
+  const std::string w = plan_step(live, request(2, 2)).warnings[1];
+  EXPECT_NE(w.find("not in the topology of this node (hwloc sees 0 NVIDIA GPUs)"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("compare gres.conf with nvidia-smi -L"), std::string::npos) << w;
+  EXPECT_EQ(w.find("lstopo"), std::string::npos) << w;
+  const std::string line = format_task_report(plan, plan.tasks[1]);
+  EXPECT_NE(line.find(" gpu=1(not-in-topology) "), std::string::npos) << line;
   EXPECT_EQ(plan.tasks[1].gpu_indices, std::vector<int>{-1});
   EXPECT_EQ(plan.tasks[1].cuda_visible_devices, "1,0");
   EXPECT_TRUE(plan.tasks[1].gpu_pci.empty());
@@ -367,6 +379,36 @@ TEST(Planner, BadRequestsAreNamed) {
   r = request(1, 2);
   r.cuda_names = {"0"};
   EXPECT_NE(message(r).find("CUDA device names"), std::string::npos);
+}
+
+TEST(Planner, DuplicateGpusForeignCpusAndGpusWithoutLocalityAreNamed) {
+  auto message = [](const Topology& t, PlanRequest r) {
+    try {
+      plan_step(t, r);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  PlanRequest r = request(4, 4);
+  r.step_gpus = {"0", "0", "0", "0"};
+  EXPECT_NE(message(dgx(), r).find("step GPU '0' is listed twice"), std::string::npos)
+      << message(dgx(), r);
+  r = request(2, 1);
+  r.task_cpus = {"5-1", "0"};
+  EXPECT_NE(message(dgx(), r).find("range 5-1 is reversed"), std::string::npos);
+  r.task_cpus = {"0-4294967296", "0"};
+  EXPECT_NE(message(dgx(), r).find("'0-4294967296'"), std::string::npos);
+  r.task_cpus = {"0", "9000"};  // the node has far fewer cpus
+  EXPECT_NE(message(dgx(), r).find("cpu list '9000' of task 1 names cpus outside this node's"),
+            std::string::npos)
+      << message(dgx(), r);
+  Topology hollow = dgx();
+  hollow.gpus[0].cpuset = "";
+  EXPECT_NE(message(hollow, request(1, 1))
+                .find("GPU 0 (" + hollow.gpus[0].pci_bus_id + ") has an empty cpuset"),
+            std::string::npos)
+      << message(hollow, request(1, 1));
 }
 
 TEST(Planner, JsonHasTheDocumentedShape) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -164,6 +165,37 @@ TEST_F(TokenDatasetTest, BadFilesAreRejectedWithTheirName) {
   f = H5Fcreate(path("notokens.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   H5Fclose(f);
   expect_error({path("notokens.h5")}, "no /tokens dataset");
+}
+
+TEST_F(TokenDatasetTest, WhatIsNotATokenFileIsNamedForWhatItIs) {
+  expect_error({dir_.string()}, "is a directory, not a regular file");
+  expect_error({"/dev/zero"}, "is a character device, not a regular file");
+  ASSERT_EQ(mkfifo(path("fifo").c_str(), 0600), 0);
+  expect_error({path("fifo")}, "is a FIFO (named pipe), not a regular file");
+  // A shard with bytes beyond the tokens its header declares is not silently cut.
+  write_bin(path("long.bin"), {1, 2, 3, 4}, 20240520, 1, 2);
+  expect_error({path("long.bin")}, "is longer than its header says");
+}
+
+TEST_F(TokenDatasetTest, DeclaredTokensMustBeStoredBeforeTheyAreAllocated) {
+  // An empty chunked dataset declaring 2^28 tokens: 512 MiB of fill zeros if trusted.
+  hid_t f = H5Fcreate(path("hollow.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t n = hsize_t{1} << 28, chunk = 4096;
+  hid_t space = H5Screate_simple(1, &n, nullptr);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 1, &chunk);
+  hid_t d = H5Dcreate2(f, "tokens", H5T_STD_U16LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  hid_t as = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_I32LE, as, H5P_DEFAULT, H5P_DEFAULT);
+  int v = 256;
+  H5Awrite(a, H5T_NATIVE_INT, &v);
+  H5Aclose(a);
+  H5Sclose(as);
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+  expect_error({path("hollow.h5")}, "/tokens declares 536870912 bytes of tokens but stores only 0");
 }
 
 TEST_F(TokenDatasetTest, WriterRejectsTokensOutsideVocab) {

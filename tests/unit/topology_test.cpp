@@ -178,6 +178,20 @@ TEST(Topology, BareGpuHasNoNameFromHwloc) {
   EXPECT_EQ(t.gpus[0].numa_node, 0);
 }
 
+TEST(Topology, AGpuListedTwiceIsAnError) {
+  const std::string uuid = "GPU-0123abcd-0000-1111-2222-333344445555";
+  SyntheticNode node;
+  node.add_socket(4);
+  node.gpu(node.bridge(node.host_bridge(0)), 0x0302, uuid);
+  node.gpu(node.bridge(node.host_bridge(0)), 0x0302, uuid);
+  try {
+    load_topology_xml(node.write("twice"));
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("(" + uuid + ") twice"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Topology, ReadsHwlocOneXml) {
   // hwloc 2 exports the DGX node in the 1.x format; the classes must survive the round trip.
   SyntheticNode node = testing::dgx_h100();

@@ -124,6 +124,15 @@ TEST_F(TrainConfigTest, HelpListsEveryOptionWithDefaults) {
   EXPECT_NE(h.find("RAILYARD_"), std::string::npos);
 }
 
+TEST_F(TrainConfigTest, AConfigThatIsNotARegularSmallFileIsAnError) {
+  const std::string d = p("a.h5");
+  expect_usage({"--data", d, "--config", dir_.string()}, {"--config", "is a directory"});
+  expect_usage({"--data", d, "--config", "/dev/zero"}, {"--config", "is a character device"});
+  expect_usage({"--data", d, "--config", p("none.conf")}, {"--config", "does not exist"});
+  std::ofstream(p("huge.conf")) << std::string(2 << 20, '#');
+  expect_usage({"--data", d, "--config", p("huge.conf")}, {"--config", "more than the 1048576"});
+}
+
 TEST_F(TrainConfigTest, BadValuesNameTheOptionAndWhatIsAllowed) {
   const std::string d = p("a.h5");
   expect_usage({}, {"--data", "required"});
@@ -153,6 +162,38 @@ TEST_F(TrainConfigTest, BadValuesNameTheOptionAndWhatIsAllowed) {
   expect_usage({"--data", d, "--config", p("bad.ini")}, {"bad.ini", "stepz"});
   setenv("RAILYARD_STEPS", "-4", 1);
   expect_usage({"--data", d}, {"--steps", "-4"});
+}
+
+TEST(TrainConfigWarnings, WarmupNotShorterThanTheRun) {
+  TrainConfig c;
+  c.steps = 50;
+  c.warmup = 100;
+  const std::vector<std::string> w = train_config_warnings(c, nullptr);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("--warmup 100 is not shorter than --steps 50"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("--warmup 5)"), std::string::npos) << w[0];
+  c.warmup = 49;
+  EXPECT_TRUE(train_config_warnings(c, nullptr).empty());
+}
+
+TEST(TrainConfigWarnings, MisspelledOptionVariablesSuggestTheNearestOption) {
+  TrainConfig c;
+  const char* env[] = {"RAILYARD_STESP=10",
+                       "RAILYARD_GRAD_ACUM=2",
+                       "RAILYARD_STEPS=5",
+                       "RAILYARD_LOCAL_RANK=0",
+                       "RAILYARD_CPUS=0-3",
+                       "RAILYARD_NIC=mlx5_0",
+                       "RAILYARD_CLUSTER_DIR=/x",
+                       "PATH=/bin",
+                       nullptr};
+  const std::vector<std::string> w = train_config_warnings(c, env);
+  ASSERT_EQ(w.size(), 2u) << (w.empty() ? "" : w.back());
+  EXPECT_EQ(w[0],
+            "RAILYARD_STESP is not an option variable and is ignored; did you mean "
+            "RAILYARD_STEPS (--steps)?");
+  EXPECT_NE(w[1].find("did you mean RAILYARD_GRAD_ACCUM (--grad-accum)?"), std::string::npos)
+      << w[1];
 }
 
 }  // namespace

@@ -6,12 +6,16 @@
 #include "railyard/trainer.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <stdexcept>
 
+#include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/lr_schedule.hpp"
 #include "railyard/preempt.hpp"
@@ -163,6 +167,152 @@ TEST_F(TrainerTest, SetupFailuresBecomeExitCodes) {
   c.signals = "TERM=explode";
   EXPECT_EQ(Trainer(c, Communicator::world(), failing(std::runtime_error("unreached"))).run(),
             exit_code::kUsage);
+}
+
+// Saves a whole (finite) state, so checkpoints are written.
+class SavingEngine : public RecordingEngine {
+ public:
+  using RecordingEngine::RecordingEngine;
+  void save_state(ModelState& out) override {
+    out.params.assign(layout().total(), 0.25f);
+    out.m.assign(layout().total(), 0.0f);
+    out.v.assign(layout().total(), 0.0f);
+    out.shard_begin = 0;
+    out.shard_end = layout().total();
+  }
+};
+
+// Goes bad at step `bad_step` (1-based): a NaN loss, or an infinite gradient norm.
+class DivergingEngine : public SavingEngine {
+ public:
+  DivergingEngine(const GptConfig& cfg, Calls& calls, int bad_step, bool in_norm)
+      : SavingEngine(cfg, calls), calls_(calls), bad_step_(bad_step), in_norm_(in_norm) {}
+  float forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                         int T, float scale, bool last) override {
+    const float loss = RecordingEngine::forward_backward(tokens, targets, B, T, scale, last);
+    return !in_norm_ && calls_.zero_grad == bad_step_ ? std::nanf("") : loss;
+  }
+  float optimizer_step(const AdamWParams& hp, float lr) override {
+    const float norm = RecordingEngine::optimizer_step(hp, lr);
+    return in_norm_ && calls_.zero_grad == bad_step_ ? HUGE_VALF : norm;
+  }
+
+ private:
+  Calls& calls_;
+  int bad_step_;
+  bool in_norm_;
+};
+
+TEST_F(TrainerTest, ADivergedStepStopsWithItsOwnExitCodeAndIsNeverSaved) {
+  for (bool in_norm : {false, true}) {
+    const std::string dir = data_ + ".ckpt" + std::to_string(in_norm);
+    fs::remove_all(dir);
+    TrainConfig c = cfg_;
+    c.ckpt_dir = dir;
+    c.ckpt_every = 1;
+    c.keep = 0;
+    Calls calls;
+    Trainer t(c, Communicator::world(),
+              [&](const GptConfig& g, const EngineOptions&, Communicator&, uint64_t) {
+                return std::make_unique<DivergingEngine>(g, calls, 3, in_norm);
+              });
+    EXPECT_EQ(t.run(), exit_code::kDiverged);
+    EXPECT_EQ(calls.zero_grad, 3);  // no step after the bad one
+    const std::vector<CheckpointInfo> infos = list_checkpoints(dir);
+    ASSERT_EQ(infos.size(), 2u);
+    // The last finite step, none of step 3 (the recording engine's one-tensor layout is not a
+    // GPT's, so the files do not verify as GPT checkpoints; their names are what counts here).
+    EXPECT_EQ(infos[0].step, 2);
+    fs::remove_all(dir);
+  }
+}
+
+// Raises SIGTERM from inside the first validation batch.
+class SignalInValidationEngine : public SavingEngine {
+ public:
+  using SavingEngine::SavingEngine;
+  float evaluate(std::span<const int32_t> t, std::span<const int32_t> y, int B, int T) override {
+    if (++evaluations == 1) raise(SIGTERM);
+    return RecordingEngine::evaluate(t, y, B, T);
+  }
+  int evaluations = 0;
+};
+
+TEST_F(TrainerTest, ASignalDuringALongValidationStopsAtTheNextBatchWithACheckpoint) {
+  const std::string dir = data_ + ".ckpt-val";
+  fs::remove_all(dir);
+  TrainConfig c = cfg_;
+  c.ckpt_dir = dir;
+  c.val_data = {data_};
+  c.val_every = 1;
+  c.val_batches = 100000;  // minutes, were it not interrupted
+  c.signals = "TERM=exit";
+  c.requeue = false;
+  Calls calls;
+  SignalInValidationEngine* engine = nullptr;
+  Trainer t(c, Communicator::world(),
+            [&](const GptConfig& g, const EngineOptions&, Communicator&, uint64_t) {
+              auto e = std::make_unique<SignalInValidationEngine>(g, calls);
+              engine = e.get();
+              return e;
+            });
+  EXPECT_EQ(t.run(), exit_code::kStopped);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->evaluations, 1);
+  const std::vector<CheckpointInfo> infos = list_checkpoints(dir);
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_EQ(infos[0].step, 1);  // the last completed step
+  fs::remove_all(dir);
+}
+
+TEST_F(TrainerTest, AModelTooLargeForMemoryIsRefusedWithWhatItNeeds) {
+  for (int which = 0; which < 3; ++which) {
+    TrainConfig c = cfg_;
+    if (which == 0) c.vocab = 1 << 30;
+    if (which == 1) c.dim = 1 << 20;
+    if (which == 2) c.layers = 1 << 24;
+    bool built = false;
+    Trainer t(c, Communicator::world(),
+              [&](const GptConfig&, const EngineOptions&, Communicator&,
+                  uint64_t) -> std::unique_ptr<Engine> {
+                built = true;
+                throw std::runtime_error("unreached");
+              });
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(t.run(), exit_code::kUsage) << which;
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(built);
+    EXPECT_NE(err.find("GiB of host memory"), std::string::npos) << err;
+    EXPECT_NE(err.find("lower --dim, --layers, --vocab, --seq or --batch"), std::string::npos)
+        << err;
+  }
+}
+
+TEST_F(TrainerTest, ASignalDuringStartUpStopsBeforeTheCheckpointLoadAndSavesNothing) {
+  const std::string dir = data_ + ".ckpt-start";
+  fs::remove_all(dir);
+  TrainConfig c = cfg_;
+  c.ckpt_dir = dir;
+  c.signals = "TERM=exit";
+  c.requeue = false;
+  Calls calls;
+  Trainer t(c, Communicator::world(),
+            [&](const GptConfig& g, const EngineOptions&, Communicator&, uint64_t) {
+              raise(SIGTERM);  // arrives during the (here instant, often long) start-up
+              return std::make_unique<SavingEngine>(g, calls);
+            });
+  Recorder rec;
+  t.add_observer(rec);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(t.run(), exit_code::kStopped);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(calls.zero_grad, 0);
+  if (Communicator::world().rank() == 0) {
+    EXPECT_NE(err.find("during start-up, before training"), std::string::npos) << err;
+  }
+  EXPECT_TRUE(list_checkpoints(dir).empty());  // nothing trained, nothing saved
+  EXPECT_EQ(std::count(rec.kinds.begin(), rec.kinds.end(), "load"), 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace

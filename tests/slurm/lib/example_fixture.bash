@@ -1,5 +1,18 @@
 # shellcheck shell=bash disable=SC2154 # $tmp and $tools come from the sourcing test
-# Set-up shared by the tests that run examples/ on the local cluster. Needs $tmp and $tools.
+# Set-up shared by the tests that run examples/ on the local cluster.
+
+# The cluster's environment; $tools (skipping the test unless they are built) and an empty $tmp.
+example_test_setup() {
+  # shellcheck disable=SC1091
+  source "$RAILYARD_CLUSTER_DIR/env.sh"
+  tools=$RAILYARD_BUILD_DIR/runtime/tools
+  for exe in railyard-train railyard-data railyard-report; do
+    [[ -x $tools/$exe ]] || { echo "SKIP: $exe is not built"; exit 77; }
+  done
+  tmp=$RAILYARD_TEST_TMP
+  rm -rf "$tmp" && mkdir -p "$tmp"
+}
+
 # Where the cluster loads the plugin, steps asking for GPUs need a topology that has them: a
 # DGX-like XML goes into plugstack.conf (restored on exit) and with_plugin=1. Either way
 # $tmp/fox.h5 is a small byte-level dataset for the tiny CPU model.
