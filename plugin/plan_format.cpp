@@ -5,15 +5,13 @@
 #include <string>
 
 #include "railyard/planner.hpp"
+#include "railyard/strings.hpp"
 
 namespace railyard {
 namespace {
 
 std::string join_or(const std::vector<std::string>& parts, const char* none) {
-  if (parts.empty()) return none;
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i > 0 ? "," : "") + parts[i];
-  return out;
+  return parts.empty() ? std::string(none) : join(parts, ",");
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 #include <string>
 
 #include "railyard/assignment.hpp"
+#include "railyard/contract_env.hpp"
 #include "railyard/cpuset.hpp"
+#include "railyard/strings.hpp"
 
 namespace railyard {
 namespace {
@@ -28,9 +30,9 @@ struct StepGpu {
   CpuSet local;           // empty when unknown
 };
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && s.size() <= 6 &&
-         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+// A device index as Slurm and CUDA write it: digits, short enough to convert safely.
+bool device_index(std::string_view s) {
+  return s.size() <= 6 && all_digits(s);
 }
 
 bool uuid_like(std::string_view s) {
@@ -62,7 +64,7 @@ StepGpu resolve_gpu(const Topology& topology, const std::string& id,
                     std::vector<std::string>& warnings) {
   StepGpu gpu;
   gpu.id = id;
-  if (all_digits(id)) {
+  if (device_index(id)) {
     const size_t index = std::stoul(id);
     if (index < topology.gpus.size()) {
       gpu.index = static_cast<int>(index);
@@ -92,15 +94,6 @@ StepGpu resolve_gpu(const Topology& topology, const std::string& id,
     gpu.local = CpuSet::parse(g.cpuset);
   }
   return gpu;
-}
-
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) out += sep;
-    out += parts[i];
-  }
-  return out;
 }
 
 std::int64_t square(std::int64_t x) {
@@ -225,7 +218,7 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
   for (size_t i = 0; i < request.step_gpus.size(); ++i) {
     StepGpu gpu = resolve_gpu(topology, request.step_gpus[i], plan.warnings);
     gpu.cuda_name = request.cuda_names.empty() ? gpu.id : request.cuda_names[i];
-    if (!all_digits(gpu.cuda_name) && !uuid_like(gpu.cuda_name)) {
+    if (!device_index(gpu.cuda_name) && !uuid_like(gpu.cuda_name)) {
       throw std::invalid_argument("invalid CUDA device name '" + gpu.cuda_name +
                                   "': expected an index or a UUID");
     }
@@ -335,11 +328,11 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
       }
       if (!policy.gdr_level.empty()) env["NCCL_NET_GDR_LEVEL"] = policy.gdr_level;
     }
-    env["RAILYARD_LOCAL_RANK"] = std::to_string(t);
-    if (!task.gpu_pci.empty()) env["RAILYARD_GPU_PCI"] = join(task.gpu_pci, ",");
-    if (!task.nics.empty()) env["RAILYARD_NIC"] = join(task.nics, ",");
-    env["RAILYARD_POLICY"] = describe(policy);
-    env["RAILYARD_CPUS"] = task.cpus;
+    env[contract_env::kLocalRank] = std::to_string(t);
+    if (!task.gpu_pci.empty()) env[contract_env::kGpuPci] = join(task.gpu_pci, ",");
+    if (!task.nics.empty()) env[contract_env::kNic] = join(task.nics, ",");
+    env[contract_env::kPolicy] = describe(policy);
+    env[contract_env::kCpus] = task.cpus;
     plan.tasks.push_back(std::move(task));
   }
   return plan;

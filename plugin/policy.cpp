@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "railyard/strings.hpp"
+
 namespace railyard {
 namespace {
 
@@ -23,18 +25,6 @@ std::string lower(std::string_view value) {
 [[noreturn]] void reject(std::string_view what, std::string_view value, std::string_view allowed) {
   throw std::invalid_argument("invalid " + std::string(what) + " '" + std::string(value) +
                               "': allowed " + std::string(allowed));
-}
-
-std::vector<std::string> split_commas(std::string_view value) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = value.find(',', start);
-    parts.emplace_back(value.substr(start, comma - start));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return parts;
 }
 
 bool all_of_chars(std::string_view s, std::string_view extra) {
@@ -68,7 +58,7 @@ bool parse_switch(std::string_view value) {
 }
 
 std::vector<std::string> parse_nic_patterns(std::string_view value) {
-  std::vector<std::string> patterns = split_commas(value);
+  std::vector<std::string> patterns = split(value, ',');
   for (const std::string& p : patterns) {
     if (p.empty() || p.size() > 64 || !all_of_chars(p, "_.:*?[]!-")) {
       reject("NIC pattern", p.empty() ? value : std::string_view(p),
@@ -80,7 +70,7 @@ std::vector<std::string> parse_nic_patterns(std::string_view value) {
 }
 
 std::string parse_socket_ifname(std::string_view value) {
-  for (const std::string& name : split_commas(value)) {
+  for (const std::string& name : split(value, ',')) {
     std::string_view bare(name);
     if (!bare.empty() && (bare.front() == '^' || bare.front() == '=')) bare.remove_prefix(1);
     if (!bare.empty() && (bare.front() == '^' || bare.front() == '=')) bare.remove_prefix(1);

@@ -13,28 +13,22 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "railyard/cpuset.hpp"
+#include "railyard/exit_code.hpp"
 #include "railyard/planner.hpp"
 #include "railyard/policy.hpp"
+#include "railyard/strings.hpp"
 #include "railyard/topology.hpp"
+#include "railyard/usage_error.hpp"
 
 namespace po = boost::program_options;
 
 namespace railyard {
 namespace {
-
-constexpr int kExitTopology = 1;
-constexpr int kExitUsage = 2;
-
-// A command-line mistake: reported with the usage hint, exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 const char* kUsage =
     "usage: railyard-topo show [--topology FILE.xml] [--json]\n"
@@ -42,14 +36,6 @@ const char* kUsage =
     "LIST;LIST...]\n"
     "                          [--topology FILE.xml] [policy options] [--json]\n"
     "       railyard-topo {show|plan} --help\n";
-
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, sep);) out.push_back(part);
-  if (!text.empty() && text.back() == sep) out.emplace_back();
-  return out;
-}
 
 // Runs a value parser, naming the option in its message.
 template <typename Parse>
@@ -75,12 +61,6 @@ po::variables_map parse(const po::options_description& options, int argc, char**
     throw UsageError(e.what());
   }
   return vm;
-}
-
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i > 0 ? sep : "") + parts[i];
-  return out;
 }
 
 std::string hex4(unsigned v) {
@@ -356,13 +336,13 @@ int run(int argc, char** argv) {
     throw UsageError("unknown command '" + command + "': allowed show, plan");
   } catch (const UsageError& e) {
     std::cerr << "railyard-topo: " << e.what() << "\n" << kUsage;
-    return kExitUsage;
+    return exit_code::kUsage;
   } catch (const std::exception& e) {
     // Topology errors carry the plugin's "railyard: " prefix; the command names itself.
     std::string message = e.what();
     if (message.rfind("railyard: ", 0) == 0) message.erase(0, 10);
     std::cerr << "railyard-topo: " << message << "\n";
-    return kExitTopology;
+    return exit_code::kFailure;
   }
 }
 

@@ -5,9 +5,7 @@
 target_sources(railyard_plugin_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/plugin_options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/driver_check.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/nvml_loader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/step_env.cpp)
-target_link_libraries(railyard_plugin_core PRIVATE ${CMAKE_DL_LIBS})
 
 if(RAILYARD_HAVE_SLURM)
   add_library(spank_railyard MODULE ${CMAKE_CURRENT_LIST_DIR}/spank_railyard.cpp)

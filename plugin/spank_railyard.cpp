@@ -23,6 +23,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "railyard/contract_env.hpp"
 #include "railyard/cpuset.hpp"
 #include "railyard/driver_check.hpp"
 #include "railyard/planner.hpp"
@@ -270,7 +271,9 @@ int apply_task(spank_t sp) {
     } else {
       applied.cpus = allowed.to_string();
     }
-    if (applied.env.contains("RAILYARD_CPUS")) applied.env["RAILYARD_CPUS"] = applied.cpus;
+    if (applied.env.contains(railyard::contract_env::kCpus)) {
+      applied.env[railyard::contract_env::kCpus] = applied.cpus;
+    }
   }
 
   std::string kept;

@@ -3,19 +3,16 @@
 #include <algorithm>
 #include <cctype>
 
+#include "railyard/contract_env.hpp"
+#include "railyard/strings.hpp"
+
 namespace railyard {
 namespace {
 
+// Slurm's and CUDA's device lists: an empty entry ("0,,1", a trailing comma) names nothing.
 std::vector<std::string> split_list(const std::string& value) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= value.size()) {
-    const size_t comma = value.find(',', start);
-    const std::string item = value.substr(start, comma - start);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  std::vector<std::string> out = split(value, ',');
+  std::erase(out, std::string());
   return out;
 }
 
@@ -62,7 +59,7 @@ bool safe_env_value(std::string_view value) {
 }
 
 bool plugin_owned_env(std::string_view name) {
-  return name == "CUDA_VISIBLE_DEVICES" || name.starts_with("RAILYARD_");
+  return name == "CUDA_VISIBLE_DEVICES" || name.starts_with(contract_env::kPrefix);
 }
 
 }  // namespace railyard

@@ -14,4 +14,8 @@ namespace railyard {
 std::unique_ptr<Engine> make_cuda_engine(const GptConfig& cfg, const EngineOptions& opts,
                                          Communicator& comm, uint64_t seed);
 
+// CUDA devices this process sees (CUDA_VISIBLE_DEVICES applied); 0 when there is none or no
+// usable driver. Never throws.
+int cuda_device_count();
+
 }  // namespace railyard

@@ -61,8 +61,9 @@ class Engine {
 };
 
 // Makes the engine for opts.device; parameters are initialised with gpt_init_params(seed).
-// "auto" picks cuda where the build has CUDA and a GPU is usable, else cpu (then in fp32,
-// without the GPU-only options); describe() tells which.
+// "auto" is decided by all ranks together (so every rank must call this): cuda when the build
+// has CUDA and every rank sees a GPU, else cpu on every rank (then in fp32, without the GPU-only
+// options); describe() tells which. A CUDA failure after choosing cuda throws, as for "cuda".
 // Throws std::runtime_error when the device is unavailable (e.g. "cuda" without a GPU or in a
 // build without CUDA), naming the fix.
 std::unique_ptr<Engine> make_engine(const GptConfig& cfg, const EngineOptions& opts,

@@ -23,6 +23,18 @@ struct GptConfig {
   double flops_per_token(int seq) const;
 };
 
+// The fields that define a GptConfig, by name, in one fixed order: what checkpoints store as
+// attributes of /model and checksum, and what exports and tools list. The one place that
+// names them, so a new field reaches every reader and writer.
+struct GptConfigField {
+  const char* name;
+  int GptConfig::*member;
+};
+inline constexpr GptConfigField kGptConfigFields[] = {
+    {"vocab", &GptConfig::vocab},     {"padded_vocab", &GptConfig::padded_vocab},
+    {"max_seq", &GptConfig::max_seq}, {"layers", &GptConfig::layers},
+    {"heads", &GptConfig::heads},     {"dim", &GptConfig::dim}};
+
 // The embedding rows railyard-train uses for a vocabulary: rounded up to a multiple of 128
 // (GPT-2: 50257 -> 50304), so the LM-head matrix products run on aligned shapes.
 int padded_vocab_for(int vocab);

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "railyard/exit_code.hpp"  // kStopped, kRequeued
+
 namespace railyard {
 
 class Communicator;
@@ -25,16 +27,6 @@ enum class StopAction : int {
 
 // "none", "exit" or "requeue" (the words of a SignalWatcher spec).
 const char* stop_action_name(StopAction action);
-
-// Documented process exit codes of railyard-train.
-namespace exit_code {
-constexpr int kOk = 0;
-constexpr int kFailure = 1;
-constexpr int kUsage = 2;     // bad option or input
-constexpr int kStopped = 3;   // saved a checkpoint and stopped on a signal
-constexpr int kRequeued = 4;  // saved, requeued itself, stopped
-constexpr int kDiverged = 5;  // loss or gradient norm not finite: stopped, that state not saved
-}  // namespace exit_code
 
 // Installs handlers (SA_RESTART) for the given signals. A handled signal records its action in
 // an atomic flag and nothing else; the strongest action seen wins. One watcher per process.

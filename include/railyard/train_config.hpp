@@ -11,14 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace railyard {
+#include "railyard/usage_error.hpp"  // a bad option or value: what() names it
 
-// A bad option or value; what() names the option and what is allowed. railyard-train exits
-// with exit_code::kUsage.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace railyard {
 
 struct TrainConfig {
   // data

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ namespace railyard {
 
 class Communicator;
 class SignalWatcher;
+struct LoadedCheckpoint;
+enum class StopAction : int;
 
 using EngineFactory = std::function<std::unique_ptr<Engine>(const GptConfig&, const EngineOptions&,
                                                             Communicator&, uint64_t seed)>;
@@ -56,6 +59,35 @@ class Trainer {
 
  private:
   struct State;
+  // run()'s phases, in the order it calls them.
+  void launch(State& s);
+  int setup(State& s);
+  void setup_data(State& s);
+  void setup_model(State& s);
+  void setup_engine(State& s);
+  std::optional<int> stop_during_startup(State& s);
+  int resume(State& s);
+  void refuse_old_checkpoints(State& s);
+  void restore(State& s, const LoadedCheckpoint& loaded, double seconds);
+  void announce(State& s);
+  void check_save_budget(State& s);
+  std::optional<int> stop_if_agreed(State& s);
+  std::optional<int> train_step(State& s);
+  bool evaluate_if_due(State& s);
+  void checkpoint_if_due(State& s);
+  int finish(State& s);
+  // What the phases share.
+  int agreed(const std::function<void()>& phase);  // runs a setup phase; agree_exit_code
+  int stop_run(State& s, StopAction stop, bool saved, bool started);
+  bool validate(State& s);
+  bool collect_background(State& s, int64_t step);
+  void report_finished_background(State& s);
+  void save_sync(State& s, const std::string& reason);
+  void save_async(State& s);
+  void emit_run(const State& s, const std::string& kind, const std::string& detail);
+  void emit_checkpoint(const CheckpointEvent& e);
+  void warn(const std::string& msg) const;
+
   TrainConfig cfg_;
   Communicator& comm_;
   EngineFactory make_;

@@ -3,10 +3,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <vector>
 
 #include "dataset_checksum.hpp"
+#include "railyard/strings.hpp"
 
 namespace railyard::ckpt_format {
 namespace {
@@ -17,14 +17,6 @@ void put(std::vector<unsigned char>& out, T v) {
   uint64_t bits = 0;
   std::memcpy(&bits, &v, 8);
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<unsigned char>(bits >> (8 * i)));
-}
-
-bool all_digits(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -81,15 +73,6 @@ bool is_temp_name(const std::string& name) {
   const size_t tmp = name.find(".h5.tmp-");
   return name.rfind(".ckpt-", 0) == 0 && tmp != std::string::npos &&
          step_of(name.substr(1, tmp + 3 - 1)).has_value();
-}
-
-std::string iso_time(double unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 }  // namespace railyard::ckpt_format

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "railyard/gpt_config.hpp"
+#include "railyard/iso_time.hpp"
 #include "railyard/train_state.hpp"
 
 namespace railyard::ckpt_format {
@@ -47,6 +48,6 @@ std::string temp_name(int64_t step, long pid);
 std::optional<int64_t> step_of(const std::string& name);
 bool is_temp_name(const std::string& name);
 
-std::string iso_time(double unix_seconds);
+using railyard::iso_time;  // the "created" attribute's format
 
 }  // namespace railyard::ckpt_format

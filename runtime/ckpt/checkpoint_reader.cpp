@@ -115,12 +115,7 @@ std::string model_diff(const GptConfig& file, const GptConfig& want) {
     if (!out.empty()) out += ", ";
     out += std::string(name) + " " + std::to_string(a) + " (this run: " + std::to_string(b) + ")";
   };
-  field("vocab", file.vocab, want.vocab);
-  field("padded_vocab", file.padded_vocab, want.padded_vocab);
-  field("max_seq", file.max_seq, want.max_seq);
-  field("layers", file.layers, want.layers);
-  field("heads", file.heads, want.heads);
-  field("dim", file.dim, want.dim);
+  for (const GptConfigField& f : kGptConfigFields) field(f.name, file.*f.member, want.*f.member);
   return out;
 }
 

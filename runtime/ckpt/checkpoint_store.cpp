@@ -159,11 +159,7 @@ std::string check_local(const ParamLayout& layout, const ModelState& s) {
 
 Ranges exchange_ranges(Communicator& comm, const ModelState& s, size_t total) {
   const int n = comm.size();
-  std::vector<uint64_t> mine = {s.shard_begin, s.shard_end}, all(2 * static_cast<size_t>(n));
-  if (MPI_Allgather(mine.data(), 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm.native()) !=
-      MPI_SUCCESS) {
-    throw std::runtime_error("MPI_Allgather of shard ranges failed");
-  }
+  const std::vector<uint64_t> all = comm.allgather({s.shard_begin, s.shard_end});
   Ranges r;
   for (int q = 0; q < n; ++q) {
     r.begin.push_back(all[2 * q]);
@@ -183,7 +179,9 @@ Ranges exchange_ranges(Communicator& comm, const ModelState& s, size_t total) {
   return r;
 }
 
-constexpr size_t kChunk = size_t{1} << 28;  // elements per MPI message
+// The messages of the moment shards sent to rank 0 (the communicator is railyard's own, so no
+// other library's message can match it).
+constexpr int kShardTag = 77;
 
 // Rank 0 receives every shard of `mine` into `full`; the others send theirs.
 void gather_to_root(Communicator& comm, const Ranges& r, const std::vector<float>& mine,
@@ -192,21 +190,10 @@ void gather_to_root(Communicator& comm, const Ranges& r, const std::vector<float
     full.assign(total, 0.0f);
     std::copy(mine.begin(), mine.end(), full.begin() + static_cast<std::ptrdiff_t>(r.begin[0]));
     for (int q = 1; q < comm.size(); ++q) {
-      for (uint64_t off = r.begin[q]; off < r.end[q]; off += kChunk) {
-        const int n = static_cast<int>(std::min<uint64_t>(kChunk, r.end[q] - off));
-        if (MPI_Recv(full.data() + off, n, MPI_FLOAT, q, 77, comm.native(), MPI_STATUS_IGNORE) !=
-            MPI_SUCCESS) {
-          throw std::runtime_error("MPI_Recv of a moment shard failed");
-        }
-      }
+      comm.recv(full.data() + r.begin[q], (r.end[q] - r.begin[q]) * sizeof(float), q, kShardTag);
     }
   } else {
-    for (size_t off = 0; off < mine.size(); off += kChunk) {
-      const int n = static_cast<int>(std::min(kChunk, mine.size() - off));
-      if (MPI_Send(mine.data() + off, n, MPI_FLOAT, 0, 77, comm.native()) != MPI_SUCCESS) {
-        throw std::runtime_error("MPI_Send of a moment shard failed");
-      }
-    }
+    comm.send(mine.data(), mine.size() * sizeof(float), 0, kShardTag);
   }
 }
 

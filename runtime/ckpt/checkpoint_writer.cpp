@@ -8,6 +8,7 @@
 #include "dataset_checksum.hpp"
 #include "hdf5_handle.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/mpi_comm.hpp"
 
 namespace railyard {
 namespace {
@@ -133,27 +134,18 @@ std::vector<uint64_t> tensor_digests(Team& team, const ParamLayout& layout, cons
     // The previous rank holds the tensor's earlier elements when this piece does not start it.
     if (a > t0) {
       std::vector<unsigned char> received(Xxh3Stream::state_bytes());
-      if (MPI_Recv(received.data(), static_cast<int>(received.size()), MPI_BYTE, rank - 1, tag,
-                   comm.native(), MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        throw std::runtime_error("MPI_Recv of a checksum state failed");
-      }
+      comm.recv(received.data(), received.size(), rank - 1, tag);
       h.adopt(received.data());
     }
     h.update(arr.base + (a - s.begin), (b - a) * sizeof(float));
     if (b < t1) {
-      if (MPI_Send(h.state(), static_cast<int>(Xxh3Stream::state_bytes()), MPI_BYTE, rank + 1, tag,
-                   comm.native()) != MPI_SUCCESS) {
-        throw std::runtime_error("MPI_Send of a checksum state failed");
-      }
+      comm.send(h.state(), Xxh3Stream::state_bytes(), rank + 1, tag);
     } else {
       digests[i] = h.digest();
     }
   }
   // Exactly one rank holds each digest; the others contribute zero bits.
-  if (MPI_Allreduce(MPI_IN_PLACE, digests.data(), static_cast<int>(digests.size()), MPI_UINT64_T,
-                    MPI_BOR, comm.native()) != MPI_SUCCESS) {
-    throw std::runtime_error("MPI_Allreduce of checksums failed");
-  }
+  comm.allreduce_or(digests.data(), digests.size());
   return digests;
 }
 

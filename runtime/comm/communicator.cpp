@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "railyard/launcher.hpp"
+#include "railyard/mpi_comm.hpp"
 
 namespace railyard {
 namespace {
@@ -36,7 +37,7 @@ Communicator& Communicator::world() {
   return instance;
 }
 
-Communicator::Communicator() {
+Communicator::Communicator() : mpi_(std::make_unique<MpiComm>()) {
   launcher_ = detect_launcher();
   int initialised = 0;
   check(MPI_Initialized(&initialised), "MPI_Initialized");
@@ -51,11 +52,11 @@ Communicator::Communicator() {
   // Errors return codes (checked below) instead of aborting the job without a message.
   check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   // A private duplicate, so our collectives never match a host program's messages.
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-  check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-  check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &mpi_->comm), "MPI_Comm_dup");
+  check(MPI_Comm_rank(mpi_->comm, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(mpi_->comm, &size_), "MPI_Comm_size");
   MPI_Comm node = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+  check(MPI_Comm_split_type(mpi_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
         "MPI_Comm_split_type(SHARED)");
   check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank(node)");
   check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size(node)");
@@ -67,14 +68,14 @@ Communicator::~Communicator() {
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (finalised) return;
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (mpi_->comm != MPI_COMM_NULL) MPI_Comm_free(&mpi_->comm);
   if (g_we_initialised) MPI_Finalize();
 }
 
 void Communicator::allreduce_sum(float* data, size_t n) {
   for (size_t off = 0; off < n; off += kMaxChunk) {
     int count = static_cast<int>(std::min(kMaxChunk, n - off));
-    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, comm_),
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, mpi_->comm),
           "MPI_Allreduce(float)");
   }
 }
@@ -82,31 +83,68 @@ void Communicator::allreduce_sum(float* data, size_t n) {
 void Communicator::allreduce_sum(double* data, size_t n) {
   for (size_t off = 0; off < n; off += kMaxChunk) {
     int count = static_cast<int>(std::min(kMaxChunk, n - off));
-    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_DOUBLE, MPI_SUM, comm_),
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_DOUBLE, MPI_SUM, mpi_->comm),
           "MPI_Allreduce(double)");
   }
 }
 
 int64_t Communicator::allreduce_max(int64_t v) {
-  check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce(max)");
+  check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MAX, mpi_->comm), "MPI_Allreduce(max)");
   return v;
 }
 
 int64_t Communicator::allreduce_min(int64_t v) {
-  check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, comm_), "MPI_Allreduce(min)");
+  check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, mpi_->comm), "MPI_Allreduce(min)");
   return v;
+}
+
+void Communicator::allreduce_or(uint64_t* data, size_t n) {
+  for (size_t off = 0; off < n; off += kMaxChunk / sizeof(uint64_t)) {
+    int count = static_cast<int>(std::min(kMaxChunk / sizeof(uint64_t), n - off));
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_UINT64_T, MPI_BOR, mpi_->comm),
+          "MPI_Allreduce(bor)");
+  }
+}
+
+std::vector<uint64_t> Communicator::allgather(const std::vector<uint64_t>& mine) {
+  if (mine.size() > kMaxChunk / sizeof(uint64_t) / static_cast<size_t>(size_)) {
+    throw std::invalid_argument("Communicator::allgather: too many values per rank");
+  }
+  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(size_));
+  const int count = static_cast<int>(mine.size());
+  check(
+      MPI_Allgather(mine.data(), count, MPI_UINT64_T, all.data(), count, MPI_UINT64_T, mpi_->comm),
+      "MPI_Allgather");
+  return all;
+}
+
+void Communicator::send(const void* data, size_t bytes, int dest, int tag) {
+  const auto* p = static_cast<const char*>(data);
+  for (size_t off = 0; off < bytes; off += kMaxChunk) {
+    int count = static_cast<int>(std::min(kMaxChunk, bytes - off));
+    check(MPI_Send(p + off, count, MPI_BYTE, dest, tag, mpi_->comm), "MPI_Send");
+  }
+}
+
+void Communicator::recv(void* data, size_t bytes, int source, int tag) {
+  auto* p = static_cast<char*>(data);
+  for (size_t off = 0; off < bytes; off += kMaxChunk) {
+    int count = static_cast<int>(std::min(kMaxChunk, bytes - off));
+    check(MPI_Recv(p + off, count, MPI_BYTE, source, tag, mpi_->comm, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+  }
 }
 
 void Communicator::broadcast(void* data, size_t bytes, int root) {
   auto* p = static_cast<char*>(data);
   for (size_t off = 0; off < bytes; off += kMaxChunk) {
     int count = static_cast<int>(std::min(kMaxChunk, bytes - off));
-    check(MPI_Bcast(p + off, count, MPI_BYTE, root, comm_), "MPI_Bcast");
+    check(MPI_Bcast(p + off, count, MPI_BYTE, root, mpi_->comm), "MPI_Bcast");
   }
 }
 
 void Communicator::barrier() {
-  check(MPI_Barrier(comm_), "MPI_Barrier");
+  check(MPI_Barrier(mpi_->comm), "MPI_Barrier");
 }
 
 std::vector<std::string> Communicator::gather_strings(const std::string& mine, int root) {
@@ -115,7 +153,7 @@ std::vector<std::string> Communicator::gather_strings(const std::string& mine, i
   }
   int len = static_cast<int>(mine.size());
   std::vector<int> lens(rank_ == root ? size_ : 0);
-  check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm_), "MPI_Gather");
+  check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, mpi_->comm), "MPI_Gather");
   std::vector<int> displs(lens.size());
   size_t total = 0;
   for (size_t i = 0; i < lens.size(); ++i) {
@@ -124,7 +162,7 @@ std::vector<std::string> Communicator::gather_strings(const std::string& mine, i
   }
   std::string all(total, '\0');
   check(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
-                    root, comm_),
+                    root, mpi_->comm),
         "MPI_Gatherv");
   std::vector<std::string> out;
   for (size_t i = 0; i < lens.size(); ++i) {

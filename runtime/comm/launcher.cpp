@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "railyard/env.hpp"
+
 namespace railyard {
 namespace {
 
@@ -10,10 +12,10 @@ bool has_env(const char* name) {
 }
 
 int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
+  const auto v = env_value(name);
+  if (!v) return fallback;
   char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
+  long n = std::strtol(v->c_str(), &end, 10);
   return (end != nullptr && *end == '\0') ? static_cast<int>(n) : fallback;
 }
 
@@ -39,9 +41,9 @@ std::string missing_pmi_message() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_FD"}) {
     if (has_env(name)) return "";
   }
-  const char* mpi = std::getenv("SLURM_MPI_TYPE");
+  const std::optional<std::string> mpi = env_value("SLURM_MPI_TYPE");
   return std::string("this Slurm job step was started without PMIx") +
-         (mpi != nullptr && *mpi ? std::string(" (srun --mpi=") + mpi + ")" : "") +
+         (mpi ? " (srun --mpi=" + *mpi + ")" : std::string()) +
          ", so MPI cannot start the ranks: launch with 'srun --mpi=pmix railyard-train ...' "
          "(admins: MpiDefault=pmix in slurm.conf makes it the default; 'srun --mpi=list' shows "
          "the MPI plugins of this cluster)";

@@ -21,10 +21,4 @@ void throw_cublas_error(cublasStatus_t st, const char* what, const char* file, i
                            cublasLtGetStatusString(st) + ") in " + where(what, file, line));
 }
 
-void throw_nccl_error(ncclResult_t r, const char* what, const char* file, int line) {
-  throw std::runtime_error("NCCL error " + std::to_string(static_cast<int>(r)) + " (" +
-                           ncclGetErrorString(r) + ") in " + where(what, file, line) +
-                           "; set NCCL_DEBUG=INFO for details");
-}
-
 }  // namespace railyard::cuda

@@ -29,6 +29,7 @@
 #include "nccl_comm.hpp"
 #include "railyard/adamw.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/contract_env.hpp"
 #include "railyard/memory_alert.hpp"
 
 namespace railyard {
@@ -45,7 +46,7 @@ int select_device(const Communicator& comm) {
                              std::string(cudaGetErrorString(err)) +
                              "); check CUDA_VISIBLE_DEVICES and the driver, or use --device cpu");
   }
-  const char* bound = std::getenv("RAILYARD_GPU_PCI");
+  const char* bound = std::getenv(contract_env::kGpuPci);
   if (bound != nullptr && *bound != '\0') return 0;
   return comm.local_rank() % count;
 }

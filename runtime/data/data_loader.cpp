@@ -5,24 +5,17 @@
 #include <stdexcept>
 #include <string>
 
+#include "railyard/splitmix64.hpp"
+
 namespace railyard {
 namespace {
-
-// SplitMix64: a tiny generator whose output is fixed by its definition, unlike the standard
-// library's distributions, so the order is the same with every compiler.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Uniform in [0, n) by rejection (unbiased).
 uint64_t below(uint64_t& state, uint64_t n) {
   const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   uint64_t x;
   do {
-    x = splitmix64(state);
+    x = splitmix64_next(state);
   } while (x >= limit);
   return x % n;
 }

@@ -1,7 +1,6 @@
 #include "railyard/token_dataset.hpp"
 
 #include <fcntl.h>
-#include <hdf5.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+
+#include "hdf5_handle.hpp"
 
 #include "railyard/input_file.hpp"
 #include "railyard/npy_array.hpp"
@@ -22,38 +24,8 @@ constexpr int32_t kLlmcMagic = 20240520;
 constexpr int kLlmcHeaderInts = 256;
 constexpr int kGpt2Vocab = 50257;
 
-// HDF5 prints its error stack by default; we turn failures into exceptions instead.
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-  QuietHdf5(const QuietHdf5&) = delete;
-  QuietHdf5& operator=(const QuietHdf5&) = delete;
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
-
 // Closes an HDF5 handle with the matching function when it goes out of scope.
-class H5Handle {
- public:
-  H5Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~H5Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
+using H5Handle = h5::Id;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw DataError("token data '" + path + "': " + what);
@@ -288,7 +260,9 @@ void check_stored_size(const std::string& path, int filters, hsize_t stored, siz
 }
 
 std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info) {
-  QuietHdf5 quiet;
+  // Held until the handles below are closed; HDF5 errors become DataErrors, not printed stacks.
+  const std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
   info.format = "hdf5";
   H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.ok()) fail(path, "cannot be opened as HDF5");
@@ -344,7 +318,8 @@ std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFi
 }  // namespace
 
 void write_token_file(const std::string& path, std::span<const uint32_t> tokens, int vocab) {
-  QuietHdf5 quiet;
+  const std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
+  h5::quiet_errors();
   if (vocab <= 0) fail(path, "vocab must be positive");
   for (uint32_t t : tokens) {
     if (t >= static_cast<uint32_t>(vocab)) {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "railyard/env.hpp"
 #include "railyard/host_memory.hpp"
 
 namespace railyard {
@@ -16,11 +17,6 @@ constexpr auto kCounter = MetricType::kCounter;
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string env_or(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value ? value : fallback;
 }
 
 MetricLabels common_labels(int rank) {

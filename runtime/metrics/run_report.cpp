@@ -4,8 +4,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <limits>
+
+#include "railyard/iso_time.hpp"
 
 namespace railyard {
 namespace {
@@ -47,26 +48,25 @@ std::string num(double v, int decimals = 1) {
   return buffer;
 }
 
-// Tick labels, k/M for throughput-sized numbers, with as many decimals as ticks `step` apart
-// need: a loss axis from 10.85 to 11 in steps of 0.05 must not read "10.9" twice.
-std::string tick_label(double v, double step) {
+// Tick labels: 3 significant digits, with k/M for throughput-sized numbers. With the ticks'
+// spacing given, enough decimals that neighbouring ticks never read the same (10.85, 10.9).
+std::string tick_label(double v, double spacing = 0) {
+  char buffer[48];
   const double a = std::fabs(v);
   const double scale = a >= 1e6 ? 1e6 : a >= 1e3 ? 1e3 : 1;
   const char* suffix = a >= 1e6 ? "M" : a >= 1e3 ? "k" : "";
-  const int decimals =
-      std::clamp(static_cast<int>(-std::floor(std::log10(step / scale) + 1e-9)), 0, 9);
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.*f%s", decimals, v / scale, suffix);
+  if (spacing > 0) {
+    const int decimals =
+        std::max(0, static_cast<int>(std::ceil(-std::log10(spacing / scale) - 1e-9)));
+    std::snprintf(buffer, sizeof buffer, "%.*f%s", decimals, v / scale, suffix);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.3g%s", v / scale, suffix);
+  }
   return buffer;
 }
 
-// Three significant digits, k/M for large numbers: "541k", "1.50M".
-std::string three_digits(double v) {
-  return tick_label(v, std::pow(10.0, std::floor(std::log10(std::max(std::fabs(v), 1.0))) - 2));
-}
-
-// The spacing of about `count` round ticks (1, 2, 5 times a power of ten) over [lo, hi].
-double tick_step(double lo, double hi, int count) {
+// About `count` round ticks (1, 2, 5 times a power of ten) covering [lo, hi].
+std::vector<double> ticks(double lo, double hi, int count) {
   const double raw = (hi - lo) / count;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
@@ -74,11 +74,6 @@ double tick_step(double lo, double hi, int count) {
     step = m * power;
     if (raw <= step) break;
   }
-  return step;
-}
-
-// The ticks `step` apart that fall in [lo, hi].
-std::vector<double> ticks(double lo, double hi, double step) {
   std::vector<double> out;
   for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
     out.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
@@ -291,23 +286,21 @@ class SvgWriter {
     out_ += "<g class=\"frame\" data-panel=\"" + std::string(p.name) + "\">\n";
     out_ += "<text x=\"" + num(kLeft) + "\" y=\"" + num(p.top - 6) + "\" font-weight=\"bold\">" +
             escape(p.title) + "</text>\n";
-    const double y_step = tick_step(p.lo, p.hi, 5);
-    for (double t : ticks(p.lo, p.hi, y_step)) {
+    const std::vector<double> y_ticks = ticks(p.lo, p.hi, 5);
+    const double y_spacing = y_ticks.size() > 1 ? y_ticks[1] - y_ticks[0] : 0;
+    for (double t : y_ticks) {
       const double ty = y(p, t);
       out_ += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kWidth - kRight) + "\" y1=\"" +
               num(ty) + "\" y2=\"" + num(ty) + "\" stroke=\"#e6e6e6\"/>";
       out_ += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(ty + 4) +
-              "\" text-anchor=\"end\" fill=\"#444\">" + tick_label(t, y_step) + "</text>\n";
+              "\" text-anchor=\"end\" fill=\"#444\">" + tick_label(t, y_spacing) + "</text>\n";
     }
-    const double x_lo = static_cast<double>(a_.x_min);
-    const double x_hi = static_cast<double>(a_.x_max);
-    const double x_step = tick_step(x_lo, x_hi, 10);
-    for (double t : ticks(x_lo, x_hi, x_step)) {
+    for (double t : ticks(static_cast<double>(a_.x_min), static_cast<double>(a_.x_max), 10)) {
       const double tx = x(static_cast<int64_t>(std::llround(t)));
       out_ += "<line x1=\"" + num(tx) + "\" x2=\"" + num(tx) + "\" y1=\"" + num(bottom) +
               "\" y2=\"" + num(bottom + 4) + "\" stroke=\"#444\"/>";
       out_ += "<text x=\"" + num(tx) + "\" y=\"" + num(bottom + 17) +
-              "\" text-anchor=\"middle\" fill=\"#444\">" + tick_label(t, x_step) + "</text>\n";
+              "\" text-anchor=\"middle\" fill=\"#444\">" + tick_label(t) + "</text>\n";
     }
     out_ += "<text x=\"" + num(kLeft + plot_width() / 2) + "\" y=\"" + num(bottom + 33) +
             "\" text-anchor=\"middle\" fill=\"#444\">step</text>\n";
@@ -398,13 +391,7 @@ class SvgWriter {
 };
 
 std::string utc(double unix_seconds) {
-  if (unix_seconds <= 0) return "";
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &tm);
-  return buffer;
+  return unix_seconds <= 0 ? "" : iso_time(unix_seconds);
 }
 
 std::string duration(double seconds) {
@@ -450,7 +437,7 @@ RunStats stats_of(const RunLog& log, const Analysis& a, const std::vector<size_t
   }
   std::sort(throughput.begin(), throughput.end());
   if (!throughput.empty()) {
-    r.median_throughput = three_digits(throughput[throughput.size() / 2]) + " tokens/s";
+    r.median_throughput = tick_label(throughput[throughput.size() / 2]) + " tokens/s";
   }
   return r;
 }

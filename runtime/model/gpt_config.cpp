@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "railyard/splitmix64.hpp"
+
 namespace railyard {
 namespace {
 
@@ -14,15 +16,6 @@ void require_positive(const char* field, int value) {
     throw std::invalid_argument("GptConfig: " + std::string(field) + " must be positive, got " +
                                 std::to_string(value));
   }
-}
-
-// splitmix64: a counter-based generator, so element i of a tensor needs no state from
-// element i-1 and the same seed gives the same numbers on every platform and backend.
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 // FNV-1a of the tensor name: a tensor's values depend on its name, not on its position in

@@ -1,30 +1,37 @@
 // railyard-ckpt: list, verify, inspect and export railyard checkpoints (docs/checkpoint-format.md).
+#include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <exception>
 #include <filesystem>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ckpt_commands.hpp"
 #include "railyard/checkpoint.hpp"
+#include "railyard/exit_code.hpp"
 #include "railyard/hf_directory.hpp"
 #include "railyard/input_file.hpp"
+#include "railyard/iso_time.hpp"
 #include "railyard/safetensors_export.hpp"
+
+namespace po = boost::program_options;
 
 namespace {
 
-constexpr int kOk = 0;
-constexpr int kInvalid = 1;  // a checkpoint that does not verify, or a failed export
-constexpr int kUsage = 2;
+using railyard::exit_code::kOk;
+using railyard::exit_code::kUsage;
+constexpr int kInvalid = railyard::exit_code::kFailure;  // does not verify, or export failed
 
 const char* kUsageText =
     "usage: railyard-ckpt list DIR\n"
     "       railyard-ckpt verify FILE\n"
     "       railyard-ckpt inspect FILE\n"
     "       railyard-ckpt export FILE --format safetensors -o OUT [--force]\n"
-    "       railyard-ckpt export FILE --format hf -o DIR [--force]\n";
+    "       railyard-ckpt export FILE --format hf -o DIR [--force]\n"
+    "       railyard-ckpt {list|verify|inspect|export} --help\n";
 const char* kUsageDetails =
     "\n"
     "list     every checkpoint in DIR, newest first: step, time, size, valid or why not\n"
@@ -49,15 +56,6 @@ int usage(const std::string& why) {
   return kUsage;
 }
 
-std::string utc_time(double unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 int cmd_list(const std::string& dir) {
   const auto infos = railyard::list_checkpoints(dir);
   if (infos.empty()) {
@@ -67,7 +65,7 @@ int cmd_list(const std::string& dir) {
   std::printf("%10s  %-20s  %12s  %s\n", "STEP", "TIME (UTC)", "BYTES", "STATUS");
   for (const auto& i : infos) {
     std::printf("%10lld  %-20s  %12llu  %s\n", static_cast<long long>(i.step),
-                utc_time(i.mtime).c_str(), static_cast<unsigned long long>(i.bytes),
+                railyard::iso_time(i.mtime).c_str(), static_cast<unsigned long long>(i.bytes),
                 i.valid ? "valid" : ("INVALID: " + i.error).c_str());
   }
   return kOk;
@@ -113,9 +111,12 @@ int cmd_inspect(const std::string& path) {
               static_cast<unsigned long long>(p.loader.seed),
               static_cast<unsigned long long>(p.loader.epoch),
               static_cast<unsigned long long>(p.loader.cursor));
-  std::printf("created         %s\n", utc_time(c.created_unix).c_str());
-  std::printf("model           vocab=%d padded_vocab=%d max_seq=%d layers=%d heads=%d dim=%d\n",
-              m.vocab, m.padded_vocab, m.max_seq, m.layers, m.heads, m.dim);
+  std::printf("created         %s\n", railyard::iso_time(c.created_unix).c_str());
+  std::string model;
+  for (const railyard::GptConfigField& f : railyard::kGptConfigFields) {
+    model += std::string(model.empty() ? "" : " ") + f.name + "=" + std::to_string(m.*f.member);
+  }
+  std::printf("model           %s\n", model.c_str());
   std::printf("rng_state       %zu words\n", p.rng_state.size());
   std::printf("config_json     %s\n", p.config_json.c_str());
   const railyard::ParamLayout layout = railyard::gpt_param_layout(m);
@@ -135,25 +136,8 @@ int cmd_inspect(const std::string& path) {
   return kOk;
 }
 
-int cmd_export(const std::vector<std::string>& args) {
-  std::string file, format, out;
-  bool force = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--force") {
-      force = true;
-    } else if (args[i] == "--format" || args[i] == "-o") {
-      if (i + 1 >= args.size()) return usage(args[i] + " needs a value");
-      std::string& target = args[i] == "-o" ? out : format;
-      target = args[++i];
-    } else if (args[i].rfind("--format=", 0) == 0) {
-      format = args[i].substr(9);
-    } else if (file.empty()) {
-      file = args[i];
-    } else {
-      return usage("export: unexpected argument '" + args[i] + "'");
-    }
-  }
-  if (file.empty() || out.empty()) return usage("export needs FILE and -o OUT");
+int cmd_export(const std::string& file, const std::string& format, const std::string& out,
+               bool force) {
   if (format != "safetensors" && format != "hf") {
     return usage("export: --format '" + format + "' is not supported (allowed: safetensors, hf)");
   }
@@ -182,6 +166,63 @@ int cmd_export(const std::vector<std::string>& args) {
   }
 }
 
+// The options of one command (list, verify, inspect, export) and its one operand, a FILE or
+// DIR; nullopt when --help was asked for (and printed).
+std::optional<po::variables_map> parse(const std::string& cmd, const std::vector<std::string>& args,
+                                       const char* operand) {
+  po::options_description visible("railyard-ckpt " + cmd + " " + operand);
+  visible.add_options()("help,h", "this help");
+  if (cmd == "export") {
+    visible.add_options()(
+        "format", po::value<std::string>()->value_name("safetensors|hf"),
+        "safetensors: the parameters under railyard's names; hf: a Hugging Face GPT-2 directory")(
+        "output,o", po::value<std::string>()->value_name("OUT"),
+        "the file (or directory) to write")("force", "overwrite existing files");
+  }
+  po::options_description all;
+  all.add(visible).add_options()("operand", po::value<std::string>(), operand);
+  po::positional_options_description positional;
+  positional.add("operand", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+  if (vm.count("help")) {
+    std::cout << visible;
+    return std::nullopt;
+  }
+  po::notify(vm);
+  if (!vm.count("operand")) throw po::error(std::string("missing ") + operand);
+  if (cmd == "export" && !vm.count("output")) throw po::error("missing -o OUT");
+  if (cmd == "export" && !vm.count("format")) throw po::error("missing --format");
+  return vm;
+}
+
+int run(const std::string& cmd, const std::vector<std::string>& args) {
+  if (cmd == "sample") {
+    if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+      std::printf("railyard-ckpt sample:\n%s", kSampleUsage);
+      return kOk;
+    }
+    return ckpt_sample_command(args);
+  }
+  const char* operand = cmd == "list" ? "DIR" : "FILE";
+  if (cmd != "list" && cmd != "verify" && cmd != "inspect" && cmd != "export") {
+    return usage("unknown command '" + cmd + "'");
+  }
+  std::optional<po::variables_map> vm;
+  try {
+    vm = parse(cmd, args, operand);
+  } catch (const po::error& e) {
+    return usage(cmd + ": " + e.what());
+  }
+  if (!vm) return kOk;
+  const std::string target = (*vm)["operand"].as<std::string>();
+  if (cmd == "list") return cmd_list(target);
+  if (cmd == "verify") return cmd_verify(target);
+  if (cmd == "inspect") return cmd_inspect(target);
+  return cmd_export(target, (*vm)["format"].as<std::string>(), (*vm)["output"].as<std::string>(),
+                    vm->count("force") > 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,15 +235,9 @@ int main(int argc, char** argv) {
     return kOk;
   }
   try {
-    if (cmd == "export") return cmd_export(args);
-    if (cmd == "sample") return ckpt_sample_command(args);
-    if (args.size() != 1) return usage(cmd + " takes exactly one argument");
-    if (cmd == "list") return cmd_list(args[0]);
-    if (cmd == "verify") return cmd_verify(args[0]);
-    if (cmd == "inspect") return cmd_inspect(args[0]);
+    return run(cmd, args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "railyard-ckpt: %s\n", e.what());
     return kInvalid;
   }
-  return usage("unknown command '" + cmd + "'");
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "railyard/exit_code.hpp"
 #include "railyard/input_file.hpp"
 #include "railyard/token_dataset.hpp"
 
@@ -22,7 +23,7 @@ using railyard::TokenDataset;
 
 namespace {
 
-constexpr int kUsage = 2;
+using railyard::exit_code::kUsage;
 
 const char* kUsageText =
     "Usage:\n"

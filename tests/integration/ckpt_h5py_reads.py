@@ -2,7 +2,8 @@
 """A checkpoint is readable without railyard: h5py finds every documented attribute and dataset
 with the exact values written (a known pattern over the flat layout), tensors listed in model
 order; railyard-ckpt list/verify/inspect agree; the safetensors export parses with json+numpy
-and holds the same parameters; a damaged file fails verify with the reason.
+and holds the same parameters; a damaged file fails verify with the reason; --help and bad
+options behave as in the other tools.
 Uses Debian's /usr/bin/python3 (python3-h5py, python3-numpy)."""
 import json
 import os
@@ -122,4 +123,14 @@ assert out.count("INVALID") == 1, out
 r = subprocess.run([tool, "export", path, "--format", "onnx", "-o", st], capture_output=True,
                    text=True)
 assert r.returncode == 2 and "not supported" in r.stderr
+# Options as in the other tools (Boost.Program_options): --help per command, usage errors exit 2.
+r = subprocess.run([tool, "export", "--help"], capture_output=True, text=True)
+assert r.returncode == 0 and "--format" in r.stdout and "--output" in r.stdout, r
+r = subprocess.run([tool, "export", path, "--format=safetensors", "--bogus"], capture_output=True,
+                   text=True)
+assert r.returncode == 2 and "--bogus" in r.stderr, r
+r = subprocess.run([tool, "export", path, "--format", "hf"], capture_output=True, text=True)
+assert r.returncode == 2 and "missing -o OUT" in r.stderr, r
+r = subprocess.run([tool, "verify", path, path], capture_output=True, text=True)
+assert r.returncode == 2 and "usage:" in r.stderr, r
 print("ok")

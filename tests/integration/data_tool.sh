@@ -65,7 +65,7 @@ grep -q "missing.txt" out.txt || fail "the message must name the file: $(cat out
 expect2 from-bin text.h5 -o x.h5
 # The tool's own words, not railyard-train's options.
 expect2 from-bin missing.bin -o x.h5
-grep -q "'missing.bin': no such file" out.txt || fail "from-bin of a missing shard: $(cat out.txt)"
+grep -q "'missing.bin': does not exist (no such file)" out.txt || fail "from-bin of a missing shard: $(cat out.txt)"
 ! grep -q -- "--data" out.txt || fail "from-bin names railyard-train's --data: $(cat out.txt)"
 : > empty.bin
 expect2 inspect empty.bin

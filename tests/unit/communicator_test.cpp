@@ -48,5 +48,37 @@ TEST(Communicator, BroadcastAndGather) {
   c.barrier();
 }
 
+TEST(Communicator, AllgatherOrAndPointToPoint) {
+  Communicator& c = Communicator::world();
+  const auto r = static_cast<uint64_t>(c.rank());
+  const std::vector<uint64_t> all = c.allgather({r, 100 + r});
+  ASSERT_EQ(all.size(), 2 * static_cast<size_t>(c.size()));
+  for (int q = 0; q < c.size(); ++q) {
+    EXPECT_EQ(all[2 * q], static_cast<uint64_t>(q));
+    EXPECT_EQ(all[2 * q + 1], 100 + static_cast<uint64_t>(q));
+  }
+  std::vector<uint64_t> bits(2, 0);
+  bits[c.rank() % 2] = uint64_t{1} << c.rank();
+  c.allreduce_or(bits.data(), bits.size());
+  uint64_t expect[2] = {0, 0};
+  for (int q = 0; q < c.size(); ++q) expect[q % 2] |= uint64_t{1} << q;
+  EXPECT_EQ(bits[0], expect[0]);
+  EXPECT_EQ(bits[1], expect[1]);
+  // A ring: each rank sends its number to the next and receives the previous one's.
+  if (c.size() > 1) {
+    const int next = (c.rank() + 1) % c.size(), prev = (c.rank() + c.size() - 1) % c.size();
+    const std::vector<float> mine(1000, static_cast<float>(c.rank()));
+    std::vector<float> got(1000, -1.0f);
+    if (c.rank() % 2 == 0) {
+      c.send(mine.data(), mine.size() * sizeof(float), next, 5);
+      c.recv(got.data(), got.size() * sizeof(float), prev, 5);
+    } else {
+      c.recv(got.data(), got.size() * sizeof(float), prev, 5);
+      c.send(mine.data(), mine.size() * sizeof(float), next, 5);
+    }
+    EXPECT_EQ(got, std::vector<float>(1000, static_cast<float>(prev)));
+  }
+}
+
 }  // namespace
 }  // namespace railyard

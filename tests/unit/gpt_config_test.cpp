@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -158,6 +160,23 @@ TEST(GptInit, DeterministicInSeedAndIndependentOfDepth) {
     const TensorSpec& t = dl.at(name);
     for (size_t i = 0; i < s.numel; ++i) ASSERT_EQ(a[s.offset + i], d[t.offset + i]) << name;
   }
+}
+
+// Every field of GptConfig is listed once: a field added to the struct but not to the list
+// would be missing from checkpoints and exports.
+TEST(GptConfigFields, ListEveryFieldOnce) {
+  static_assert(sizeof(GptConfig) == std::size(kGptConfigFields) * sizeof(int));
+  GptConfig c;
+  std::set<std::string> names;
+  int value = 100;
+  for (const GptConfigField& f : kGptConfigFields) {
+    EXPECT_TRUE(names.insert(f.name).second) << f.name;
+    c.*f.member = ++value;
+  }
+  EXPECT_EQ(c.vocab, 101);
+  EXPECT_EQ(c.dim, 106);
+  EXPECT_EQ(std::set<int>({c.vocab, c.padded_vocab, c.max_seq, c.layers, c.heads, c.dim}).size(),
+            6u);
 }
 
 }  // namespace

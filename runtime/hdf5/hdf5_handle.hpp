@@ -1,7 +1,7 @@
 #pragma once
-// Owning HDF5 identifiers and error checking for the checkpoint code. The HDF5 builds we use
-// are not thread-safe, so every use of HDF5 holds hdf5_mutex() (the background writer runs on
-// its own thread).
+// Owning HDF5 identifiers and error checking, for checkpoints and token files alike. The HDF5
+// builds we use are not thread-safe, so every use of HDF5 holds hdf5_mutex() (the checkpoint
+// background writer runs on its own thread while the trainer may open token files).
 
 #include <hdf5.h>
 
@@ -30,6 +30,7 @@ class Id {
   Id& operator=(const Id&) = delete;
   ~Id() { reset(); }
   hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
   // Closes now and reports a failure (closing a file flushes it, so it can fail).
   herr_t close();
   void reset();

@@ -1,6 +1,6 @@
 #include "nccl_comm.hpp"
 
-#include "cuda_check.hpp"
+#include "nccl_check.hpp"
 #include "railyard/communicator.hpp"
 
 namespace railyard::cuda {
