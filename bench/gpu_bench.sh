@@ -37,21 +37,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERE
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 
-# Libraries the GPU machine lacks come from .gpu-deps (Debian packages, unpacked under
-# /opt/gpu-deps); their pkg-config files are rewritten to point there.
-D=/opt/gpu-deps/usr
-if [ -f .gpu-deps/unpack.sh ]; then
-  bash .gpu-deps/unpack.sh
-  mkdir -p /opt/gpu-deps/pc
-  for pc in $D/lib/x86_64-linux-gnu/pkgconfig/*.pc $D/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig/openblas.pc; do
-    [ -f "$pc" ] || continue
-    m=$(basename "$pc" .pc)
-    pkg-config --exists "$m" 2>/dev/null && continue
-    sed -e "s#^prefix=/usr\$#prefix=$D#" -e "s#=/usr/#=$D/#g" "$pc" > /opt/gpu-deps/pc/$m.pc
-  done
-  export PKG_CONFIG_PATH=/opt/gpu-deps/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-  export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
+# Libraries the GPU machine lacks come from .gpu-deps (scripts/gpu-deps-env).
+# shellcheck source=../scripts/gpu-deps-env
+source scripts/gpu-deps-env || exit 1
+D=$GPU_DEPS_PREFIX
 
 if has env; then
   log env
