@@ -71,27 +71,33 @@ T option_number(const po::variables_map& vm, const std::string& name, T fallback
   }
 }
 
-// The options every sample takes, shown by `railyard-ckpt sample --help`.
+// The options every sample takes, shown by `railyard-ckpt sample --help`, with the defaults of
+// railyard::SampleOptions (clang-format would scatter the chained calls).
 po::options_description sample_options() {
   const railyard::SampleOptions d;
   char temperature[32];
   std::snprintf(temperature, sizeof temperature, "%g", d.temperature);
+  const std::string tokens = "new tokens to generate (default " + std::to_string(d.tokens) + ")";
+  const std::string greedy = std::string("<= 0: greedy (default ") + temperature + ")";
+  const std::string top_k =
+      "draw among the K most likely tokens; 0: off (default " + std::to_string(d.top_k) + ")";
+  const std::string seed = "same seed, same tokens (default " + std::to_string(d.seed) + ")";
   po::options_description o("railyard-ckpt sample MODEL (a checkpoint or HF directory)");
-  o.add_options()("help,h", "this help")("prompt", po::value<std::string>()->value_name("TEXT"),
-                                         "the prompt's bytes (byte-level models, vocab 256)")(
-      "prompt-ids", po::value<std::string>()->value_name("ID,ID,..."),
-      "the prompt's token ids; exactly one of --prompt and --prompt-ids")(
-      "tokens", po::value<std::string>()->value_name("N"),
-      ("new tokens to generate (default " + std::to_string(d.tokens) + ")").c_str())(
-      "temperature", po::value<std::string>()->value_name("T"),
-      (std::string("<= 0: greedy (default ") + temperature + ")").c_str())(
-      "top-k", po::value<std::string>()->value_name("K"),
-      ("draw among the K most likely tokens; 0: off (default " + std::to_string(d.top_k) + ")")
-          .c_str())("seed", po::value<std::string>()->value_name("S"),
-                    ("same seed, same tokens (default " + std::to_string(d.seed) + ")").c_str())(
-      "dump-logits", po::value<std::string>()->value_name("OUT.npy"),
-      "also write the prompt's logits as float32 [T, vocab]")(
-      "force", "overwrite an existing --dump-logits file");
+  // clang-format off
+  o.add_options()
+      ("help,h", "this help")
+      ("prompt", po::value<std::string>()->value_name("TEXT"),
+       "the prompt's bytes (byte-level models, vocab 256)")
+      ("prompt-ids", po::value<std::string>()->value_name("ID,ID,..."),
+       "the prompt's token ids; exactly one of --prompt and --prompt-ids")
+      ("tokens", po::value<std::string>()->value_name("N"), tokens.c_str())
+      ("temperature", po::value<std::string>()->value_name("T"), greedy.c_str())
+      ("top-k", po::value<std::string>()->value_name("K"), top_k.c_str())
+      ("seed", po::value<std::string>()->value_name("S"), seed.c_str())
+      ("dump-logits", po::value<std::string>()->value_name("OUT.npy"),
+       "also write the prompt's logits as float32 [T, vocab]")
+      ("force", "overwrite an existing --dump-logits file");
+  // clang-format on
   return o;
 }
 
