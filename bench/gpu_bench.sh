@@ -1,40 +1,46 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
-# (default: env build check bench pytorch). Builds railyard with CUDA, runs the GPU correctness
-# checks (tests/gpu), then times railyard-train and the PyTorch reference (bench/pytorch_gpt.py,
-# eager and torch.compile) on the same random-token file: GPT-2 124M, micro-batch 16, seq 1024,
-# bf16 with fp32 master weights. Logs and JSON lines go to $OUT (default /tmp/railyard-bench);
-# the table printed last is what bench/NOTES.md records.
+# (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
+# railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
+# is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
+# railyard-train (bench/gpu_repro.py: the timed run, a second run with the same seed and a run
+# stopped by SIGTERM and resumed, compared bit for bit) and the PyTorch reference
+# (bench/pytorch_gpt.py, eager and torch.compile) on the same random-token file: GPT-2 124M,
+# micro-batch 16, seq 1024, bf16 with fp32 master weights; then a per-phase profile of whole
+# steps (ncu). Logs go to $BENCH_DIR (default /tmp/railyard-bench), the files worth keeping
+# also to $OUT where set; the table printed last is what bench/NOTES.md records, and
+# gpu-1x.json (also written to bench/results/) the result file.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/railyard-bench}
-mkdir -p "$OUT"
-STEPS=${STEPS:-40}
+# Everything is written to $W; where $OUT is set (the device tool's return folder), the few
+# files worth keeping are copied there at the end, whatever the outcome.
+W=${BENCH_DIR:-/tmp/railyard-bench}
+mkdir -p "$W"
+keep() {
+  [ -n "${OUT:-}" ] && [ "$OUT" != "$W" ] || return 0
+  mkdir -p "$OUT"
+  for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt \
+    hf_check.log ckpt-gpu.json ckpt-gpu.log; do
+    [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
+  done
+  return 0
+}
+trap keep EXIT
+STEPS=${STEPS:-60}
 GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 BUILD=${BUILD:-build-gpu}
-stages=${*:-env build check bench pytorch}
+stages=${*:-env build check bench pytorch profile}
 # NVLink multicast stays off on the shared hosts (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 
-# Libraries the GPU machine lacks come from .gpu-deps (Debian packages, unpacked under
-# /opt/gpu-deps); their pkg-config files are rewritten to point there.
-D=/opt/gpu-deps/usr
-if [ -f .gpu-deps/unpack.sh ]; then
-  bash .gpu-deps/unpack.sh
-  mkdir -p /opt/gpu-deps/pc
-  for pc in $D/lib/x86_64-linux-gnu/pkgconfig/*.pc $D/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig/openblas.pc; do
-    [ -f "$pc" ] || continue
-    m=$(basename "$pc" .pc)
-    pkg-config --exists "$m" 2>/dev/null && continue
-    sed -e "s#^prefix=/usr\$#prefix=$D#" -e "s#=/usr/#=$D/#g" "$pc" > /opt/gpu-deps/pc/$m.pc
-  done
-  export PKG_CONFIG_PATH=/opt/gpu-deps/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-  export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
+# Libraries the GPU machine lacks come from .gpu-deps (scripts/gpu-deps-env).
+# shellcheck source=../scripts/gpu-deps-env
+source scripts/gpu-deps-env || exit 1
+D=$GPU_DEPS_PREFIX
 
 if has env; then
   log env
@@ -45,29 +51,41 @@ if has env; then
   ls /opt/gpu-deps/pc 2>/dev/null | tr '\n' ' '; echo
 fi
 
+# cudnn-frontend's headers: the nvidia-cudnn-frontend wheel carried in .whl/, else pip's.
+FE_INCLUDE=""
+if ls .whl/nvidia_cudnn_frontend-*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/nvidia_cudnn_frontend-*.whl && FE_INCLUDE=/tmp/site/include
+fi
+
 if has build; then
   log build
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$D \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DRAILYARD_PLUGIN=OFF -DRAILYARD_CUDA=ON > "$OUT/cmake.log" 2>&1 \
-    || { tail -30 "$OUT/cmake.log"; exit 1; }
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DRAILYARD_PLUGIN=OFF -DRAILYARD_CUDA=ON \
+    -DRAILYARD_CUDNN=${RAILYARD_CUDNN:-AUTO} -DRAILYARD_CUDNN_FRONTEND_INCLUDE="$FE_INCLUDE" \
+    > "$W/cmake.log" 2>&1 || { tail -30 "$W/cmake.log"; exit 1; }
+  grep "cuDNN attention" "$W/cmake.log"
   ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check \
-    > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+    > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
   log build done
 fi
 
 if has check; then
   log check: kernels
-  timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$OUT/gpu_kernels_check.log"
+  timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$W/checks.log"
   log check: model
-  timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee "$OUT/gpu_model_check.log"
+  timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee -a "$W/checks.log"
+  log check: railyard-train twice and stopped + resumed, small model
+  RAILYARD_SOURCE_DIR=$PWD RAILYARD_BUILD_DIR=$BUILD timeout 300 python3 tests/gpu/train_repro.py \
+    2>&1 | tee -a "$W/checks.log"
 fi
 
 if has hf; then
   # railyard <-> transformers GPT-2 directories (bench/hf_check.py): loads, logits, losses.
   log hf
-  ninja -C "$BUILD" -j16 railyard-train railyard-ckpt > "$OUT/build_hf.log" 2>&1 \
-    || { grep -E "error|FAILED" "$OUT/build_hf.log" | head -30; exit 1; }
-  python3 bench/hf_check.py --build "$BUILD" --out "$OUT" 2>&1 | tee "$OUT/hf_check.log"
+  ninja -C "$BUILD" -j16 railyard-train railyard-ckpt > "$W/build_hf.log" 2>&1 \
+    || { grep -E "error|FAILED" "$W/build_hf.log" | head -30; exit 1; }
+  python3 bench/hf_check.py --build "$BUILD" --out "$W" 2>&1 | tee "$W/hf_check.log"
 fi
 
 DATA=/tmp/railyard-bench-data.h5
@@ -81,24 +99,23 @@ if has bench; then
   # SM clock and power once a second while railyard trains: a GEMM-heavy step can run below
   # the boost clock, which per-kernel profiles (ncu replays kernels one by one) do not show.
   nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 1000 \
-    > "$OUT/clocks.csv" 2>/dev/null &
+    > "$W/clocks.csv" 2>/dev/null &
   smi=$!
-  for prec in ${PRECISIONS:-bf16}; do
-    log "bench: railyard-train cuda $prec x1 ($STEPS steps)"
-    rm -rf /tmp/ry-ckpt "$OUT/railyard_${prec}_x1.jsonl"
-    timeout 300 "$BUILD/runtime/tools/railyard-train" --data $DATA $GPT --steps "$STEPS" \
-      --device cuda --precision "$prec" --log-every 10 --ckpt-dir /tmp/ry-ckpt --ckpt-every 20 \
-      --log-json "$OUT/railyard_${prec}_x1.jsonl" 2>&1 | tail -8
-  done
+  log "bench: railyard-train cuda bf16 x1 ($STEPS steps), twice, then stopped and resumed"
+  timeout 400 python3 bench/gpu_repro.py --train "$BUILD/runtime/tools/railyard-train" \
+    --out "$W" --steps "$STEPS" -- --data $DATA $GPT --device cuda --precision bf16 \
+    --log-every 20 > "$W/repro.json" 2> "$W/repro.log"
+  tail -4 "$W/repro.log"
+  cat "$W/repro.json"
   if [ "$GPUS" -ge 2 ]; then
     log "bench: railyard-train cuda bf16 x$GPUS"
     rm -rf /tmp/ry-ckpt
     timeout 300 mpirun -np "$GPUS" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH \
       "$BUILD/runtime/tools/railyard-train" --data $DATA $GPT --steps "$STEPS" --device cuda \
-      --precision bf16 --log-every 10 --log-json "$OUT/railyard_bf16_x$GPUS.jsonl" 2>&1 | tail -8
+      --precision bf16 --log-every 10 --log-json "$W/railyard_bf16_x$GPUS.jsonl" 2>&1 | tail -8
   fi
   kill $smi 2>/dev/null
-  sort -n "$OUT/clocks.csv" | awk -F, '{c[NR]=$1; p[NR]=$2} END {if (NR) printf "SM clock MHz min %s median %s max %s; power W at the median clock %s\n", c[1], c[int((NR+1)/2)], c[NR], p[int((NR+1)/2)]}'
+  sort -n "$W/clocks.csv" | awk -F, '{c[NR]=$1; p[NR]=$2} END {if (NR) printf "SM clock MHz min %s median %s max %s; power W at the median clock %s\n", c[1], c[int((NR+1)/2)], c[NR], p[int((NR+1)/2)]}'
 fi
 
 if has variants; then
@@ -109,9 +126,9 @@ if has variants; then
            "fp32:--precision fp32"; do
     name=${v%%:*}
     log "variant: railyard-train cuda $name x1"
-    rm -f "$OUT/railyard_${name}_x1.jsonl"
+    rm -f "$W/railyard_${name}_x1.jsonl"
     timeout 200 "$BUILD/runtime/tools/railyard-train" --data $DATA $GPT --steps 30 --device cuda \
-      ${v#*:} --log-every 0 --log-json "$OUT/railyard_${name}_x1.jsonl" 2>&1 | tail -3
+      ${v#*:} --log-every 0 --log-json "$W/railyard_${name}_x1.jsonl" 2>&1 | tail -3
   done
 fi
 
@@ -120,40 +137,50 @@ if has pytorch; then
     flag=""; [ $mode = compile ] && flag="--compile"
     log "pytorch $mode x1"
     timeout 400 python3 bench/pytorch_gpt.py --data $DATA --steps "$STEPS" $flag 2>&1 \
-      | grep -v Warning | tee -a "$OUT/pytorch.jsonl.log" | tail -3
+      | grep -v Warning | tee -a "$W/pytorch.jsonl.log" | tail -3
     if [ "$GPUS" -ge 2 ]; then
       log "pytorch $mode DDP x$GPUS"
       timeout 400 torchrun --standalone --nproc_per_node "$GPUS" bench/pytorch_gpt.py --data $DATA \
-        --steps "$STEPS" $flag 2>&1 | grep -v Warning | tee -a "$OUT/pytorch.jsonl.log" | tail -3
+        --steps "$STEPS" $flag 2>&1 | grep -v Warning | tee -a "$W/pytorch.jsonl.log" | tail -3
     fi
   done
 fi
 
 if has profile; then
-  # Per-kernel device time of about one training step (420 launches after the first three steps;  ncu replays each kernel once for its duration).
+  # Device time of each kernel over a window of a few whole steps (ncu replays each kernel once
+  # for its duration); gpu_profile_table.py cuts one step from one AdamW update to the next and
+  # sets the kernel time against the median step wall time: the rest is the gap.
   log profile
-  timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 1300 \
-    --launch-count 420 --csv --log-file "$OUT/ncu.csv" "$BUILD/runtime/tools/railyard-train" \
-    --data $DATA $GPT --steps 6 --device cuda --precision bf16 --log-every 0 > /dev/null 2>&1
-  python3 bench/gpu_profile_table.py "$OUT/ncu.csv" | tee "$OUT/profile.txt"
+  timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --launch-skip 1500 \
+    --launch-count 1000 --csv --log-file "$W/ncu.csv" "$BUILD/runtime/tools/railyard-train" \
+    --data $DATA $GPT --steps 14 --device cuda --precision bf16 --log-every 0 > /dev/null 2>&1
+  step_ms=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['systems']['railyard']['median_step_ms'])" \
+    <(python3 bench/gpu_results.py "$W" x x) 2>/dev/null || echo 0)
+  python3 bench/gpu_profile_table.py "$W/ncu.csv" "$step_ms" "$W/profile.json" \
+    | tee "$W/profile.txt"
 fi
 
 # Checkpoint costs on this GPU and disk (bench/checkpoint_bench.cpp): stall, step slowdown during
-# a background write, sync save vs dd oflag=direct, load vs read; JSON to $OUT/ckpt-gpu.json.
+# a background write, sync save vs dd oflag=direct, load vs read; JSON to $W/ckpt-gpu.json.
 stage_ckpt() {
   log "ckpt: checkpoint_bench cuda"
   ninja -C "$BUILD" -j16 checkpoint_bench railyard-ckpt railyard-train railyard-data \
-    > "$OUT/build-ckpt.log" 2>&1 \
-    || { grep -E "error|FAILED" "$OUT/build-ckpt.log" | head -30; return 1; }
+    > "$W/build-ckpt.log" 2>&1 \
+    || { grep -E "error|FAILED" "$W/build-ckpt.log" | head -30; return 1; }
   local dir=${CKPT_DIR:-/tmp/ry-ckpt-bench}
   rm -rf "$dir"
   timeout 400 "$BUILD/bench/checkpoint_bench" --dir "$dir" --device cuda --precision bf16 \
-    --batch 16 --repeat 3 --json "$OUT/ckpt-gpu.json" 2>&1 | tee "$OUT/ckpt-gpu.log"
+    --batch 16 --repeat 3 --json "$W/ckpt-gpu.json" 2>&1 | tee "$W/ckpt-gpu.log"
   rm -rf "$dir"
   log "ckpt: kill -9 during a background write of a GPU run, then resume"
-  timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$OUT/ckpt-gpu.log"
+  timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$W/ckpt-gpu.log"
 }
 if has ckpt; then stage_ckpt; fi
 
 log summary
-python3 bench/gpu_bench_table.py "$OUT" | tee "$OUT/table.md"
+python3 bench/gpu_bench_table.py "$W" | tee "$W/table.md"
+commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+python3 bench/gpu_results.py "$W" "$commit" "$gpu" > "$W/gpu-1x.json" \
+  && mkdir -p bench/results && cp "$W/gpu-1x.json" bench/results/gpu-1x.json
+cat "$W/gpu-1x.json"

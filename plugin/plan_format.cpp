@@ -57,7 +57,8 @@ std::string gpu_field(const TaskPlan& task) {
 std::string format_task_report(const StepPlan& plan, const TaskPlan& task) {
   return "railyard: host=" + (plan.node_name.empty() ? std::string("?") : plan.node_name) +
          " rank=" + std::to_string(task.local_rank) + " gpu=" + gpu_field(task) +
-         " nic=" + join_or(task.nics, "none") + " cpus=" + (task.cpus.empty() ? "?" : task.cpus);
+         " nic=" + join_or(task.nics, "none") + " cpus=" + (task.cpus.empty() ? "?" : task.cpus) +
+         (plan.driver.empty() ? "" : " driver=" + plan.driver);
 }
 
 }  // namespace railyard

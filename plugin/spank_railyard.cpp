@@ -191,9 +191,10 @@ int plan_step(spank_t sp) {
   const railyard::StepGpus gpus =
       railyard::step_gpus_from_env(job_env(sp, "SLURM_STEP_GPUS"), job_env(sp, "SLURM_JOB_GPUS"),
                                    job_env(sp, "CUDA_VISIBLE_DEVICES"));
+  std::optional<railyard::DriverInfo> driver;
   if (!policy.required_cuda.empty() && !gpus.step_gpus.empty()) {
-    railyard::check_driver(node, railyard::read_driver(),
-                           railyard::CudaVersion::parse(policy.required_cuda));
+    driver = railyard::read_driver();
+    railyard::check_driver(node, driver, railyard::CudaVersion::parse(policy.required_cuda));
   }
 
   const railyard::Topology topology = s.admin->topology_path.empty()
@@ -207,6 +208,8 @@ int plan_step(spank_t sp) {
   request.node_name = node;
   request.policy = policy;
   s.plan = railyard::plan_step(topology, request);
+  // Shown in the verbose report: the check passed against this driver.
+  if (driver) s.plan->driver = driver->version + "(CUDA<=" + driver->max_cuda.str() + ")";
   for (const std::string& warning : s.plan->warnings) slurm_info("railyard: %s", warning.c_str());
   s.active = true;
   return 0;

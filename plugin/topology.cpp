@@ -17,6 +17,8 @@
 #include <string>
 #include <tuple>
 
+#include "railyard/nvidia_gpu_info.hpp"
+
 namespace railyard {
 namespace {
 
@@ -71,9 +73,13 @@ hwloc_obj_t locality(hwloc_topology_t topo, hwloc_obj_t obj) {
   return hwloc_get_non_io_ancestor_obj(topo, obj);
 }
 
+// A device hwloc knows no locality for (a VM's PCI bus, sysfs numa_node -1, an XML without
+// locality) hangs off the root object: its NUMA node is unknown, not the machine's first one.
 int numa_of(hwloc_topology_t topo, hwloc_obj_t obj) {
   hwloc_obj_t local = locality(topo, obj);
-  if (local == nullptr || local->nodeset == nullptr) return -1;
+  if (local == nullptr || local->nodeset == nullptr || local == hwloc_get_root_obj(topo)) {
+    return -1;
+  }
   return hwloc_bitmap_first(local->nodeset);
 }
 
@@ -318,7 +324,10 @@ Topology discover_topology() {
     throw std::runtime_error(std::string("railyard: hwloc cannot discover this machine: ") +
                              std::strerror(errno));
   }
-  return read(topo.get(), "live");
+  Topology t = read(topo.get(), "live");
+  // hwloc names a GPU only through its NVML or CUDA component; the driver always can.
+  add_nvidia_driver_info(t);
+  return t;
 }
 
 }  // namespace railyard

@@ -47,6 +47,9 @@ struct StepPlan {
   // What the plan had to do without (a step GPU the topology lacks, a stale XML); the plugin
   // shows these, the plan is still applied.
   std::vector<std::string> warnings;
+  // The driver that passed the step's CUDA check ("580.159.04 (CUDA <= 13.0)"); empty when the
+  // step asked for no CUDA version.
+  std::string driver;
 };
 
 // Plans a step. Throws std::invalid_argument for a malformed request (a GPU id that is neither
@@ -60,7 +63,7 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request);
 std::string plan_to_json(const StepPlan& plan);
 
 // One line for the verbose report: "railyard: host=n1 rank=0 gpu=0000:03:00.0 nic=mlx5_1
-// cpus=0-15".
+// cpus=0-15", with " driver=580.159.04(CUDA<=13.0)" after a passed CUDA check.
 std::string format_task_report(const StepPlan& plan, const TaskPlan& task);
 
 }  // namespace railyard

@@ -28,8 +28,8 @@ struct Gpu {
   std::string name;                    // model when hwloc knows it, else empty
   std::string uuid;                    // "GPU-..." when hwloc's NVML data has it, else empty
   std::vector<std::string> mig_uuids;  // "MIG-..." instances on this GPU, when known
-  int numa_node = -1;                  // OS index of the nearest NUMA node; -1 unknown
-  std::string cpuset;                  // cpus local to the GPU, hwloc list string "0-15,32-47"
+  int numa_node = -1;  // OS index of the nearest NUMA node; -1 unknown (no locality in hwloc)
+  std::string cpuset;  // cpus local to the GPU, hwloc list string "0-15,32-47"
 };
 
 // An RDMA device (an OpenFabrics OS device: InfiniBand, RoCE, or AWS EFA).
@@ -69,7 +69,8 @@ struct Topology {
 // std::runtime_error naming the file when it cannot be read or parsed.
 Topology load_topology_xml(const std::string& path);
 
-// Discovers this machine with hwloc, PCI and OS devices included. Throws std::runtime_error.
+// Discovers this machine with hwloc, PCI and OS devices included; GPU names and UUIDs that hwloc
+// lacks come from the NVIDIA driver (nvidia_gpu_info.hpp). Throws std::runtime_error.
 Topology discover_topology();
 
 }  // namespace railyard

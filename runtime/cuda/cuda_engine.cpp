@@ -1,5 +1,6 @@
 #include "railyard/cuda_engine.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +14,9 @@
 #include "adamw_kernels.hpp"
 #include "allocation_plan.hpp"
 #include "attention.hpp"
+#if RAILYARD_HAVE_CUDNN
+#include "attention_cudnn.hpp"
+#endif
 #include "bias_grad_kernels.hpp"
 #include "convert_kernels.hpp"
 #include "cross_entropy_kernels.hpp"
@@ -62,9 +66,10 @@ struct LayerActs {
   T* resid;  // the layer's input (the residual stream)
   T* ln1;
   float *ln1_mean, *ln1_rstd;
-  T* qkvp;   // q, k, v per head
-  T* probs;  // attention probabilities
-  T* atty;   // attention output, heads side by side
+  T* qkvp;       // q, k, v per head; with cuDNN the projection's output [N, 3, H, hd] itself
+  T* probs;      // attention probabilities (built-in attention only)
+  float* stats;  // softmax log-sum-exp per row (cuDNN attention only)
+  T* atty;       // attention output, heads side by side
   T* resid_mid;
   T* ln2;
   float *ln2_mean, *ln2_rstd;
@@ -109,11 +114,19 @@ class CudaEngine final : public Engine {
   int check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
                   int Tn) const;
   void forward(int B, int Tn);
+  // The attention block of layer l: from ln1 to atty, and from d(atty) in dB_ to dqkv in qkv_.
+  void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
+  void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
+  bool fused_attention() const;
+  // Picks the attention (cuDNN's fused one for bf16 where built and supported) and returns the
+  // workspace bytes it needs at the planned shape.
+  size_t choose_attention();
   void backward(int B, int Tn, bool exchange);
   // Queues the copy of the per-position losses to the host; sum_losses waits for it alone.
   void fetch_losses(int N);
   double sum_losses(int N);
   void refresh_compute_copy();
+  void settle_zero_grad();
 
   T* w(size_t off) const { return compute_ + off; }
   float* g(size_t off) const { return grads_ + off; }
@@ -151,10 +164,23 @@ class CudaEngine final : public Engine {
   // Scratch shared by all layers.
   T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
   T *dA_ = nullptr, *dB_ = nullptr, *dresid_ = nullptr;
+  // Scratch of the two-pass reductions (LayerNorm and bias gradients, the embedding's sort, the
+  // gradient norm): fixed-order sums instead of float atomics.
+  float* partials_ = nullptr;
+  double* norm_partials_ = nullptr;
+  void* embed_scratch_ = nullptr;
+  // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
+  // saves clearing the whole buffer every step.
+  bool overwrite_grads_ = false;
+  // One rank averages nothing: NCCL is skipped unless bf16 reduction asks for its rounding.
+  bool exchange_needed_ = true;
 
   std::unique_ptr<InputPipeline> input_;
   std::unique_ptr<NcclComm> nccl_;
   std::unique_ptr<GradientExchange> exchange_;
+#if RAILYARD_HAVE_CUDNN
+  std::unique_ptr<CudnnAttention> fused_;
+#endif
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
   std::unique_ptr<DeviceSnapshots> snapshots_;  // checkpoint snapshots of master, m, v
@@ -235,6 +261,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>();
   plan_memory();
+  describe_ += fused_attention() ? " attention:cudnn" : " attention:built-in";
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
@@ -261,6 +288,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
   buckets.push_back({0, lp_.front().begin});     // embeddings: final only after the whole backward
   buckets.push_back({lp_.back().end, padded_});  // lnf: final first
+  exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
   exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
                                                  std::move(buckets), opts_.reduce_bf16);
   const size_t state_end = std::min(total_, shard_begin_ + shard_size_);
@@ -304,9 +332,12 @@ void CudaEngine<T>::plan_memory() {
     o_tgt[k] = plan.add("targets", N * sizeof(int32_t));
   }
   size_t o_loss = plan.add("losses", N * f);
+  const size_t attn_ws = choose_attention();
+  const bool fused = fused_attention();
+  size_t o_attn_ws = plan.add("attention workspace", attn_ws);
 
   struct LayerOffsets {
-    size_t resid, ln1, ln1m, ln1r, qkvp, probs, atty, mid, ln2, ln2m, ln2r, fc, gelu;
+    size_t resid, ln1, ln1m, ln1r, qkvp, probs, stats, atty, mid, ln2, ln2m, ln2r, fc, gelu;
   };
   std::vector<LayerOffsets> lo(L_);
   // With --recompute the LayerNorm outputs and the GELU are rebuilt in backward from what is
@@ -325,7 +356,8 @@ void CudaEngine<T>::plan_memory() {
     x.ln1m = plan.add(p + "ln stats", N * f);
     x.ln1r = plan.add(p + "ln stats", N * f);
     x.qkvp = plan.add(p + "q k v", 3 * NC * e);
-    x.probs = plan.add(p + "attention probabilities", probs * e);
+    x.probs = fused ? 0 : plan.add(p + "attention probabilities", probs * e);
+    x.stats = fused ? plan.add(p + "attention statistics", size_t(Bmax_) * H_ * Tmax_ * f) : 0;
     x.atty = plan.add(p + "attention output", NC * e);
     x.mid = plan.add(p + "residual", NC * e);
     x.ln2 = opts_.recompute ? shared_ln2 : plan.add(p + "ln2", NC * e);
@@ -340,13 +372,20 @@ void CudaEngine<T>::plan_memory() {
   size_t o_lnfr = plan.add("lnf stats", N * f);
   size_t o_logits = plan.add("logits / dlogits", N * size_t(Vp_) * e);
   size_t o_qkv = plan.add("scratch: qkv", 3 * NC * e);
-  size_t o_oh = plan.add("scratch: heads", NC * e);
-  size_t o_dprobs = plan.add("scratch: dprobs", probs * e);
-  size_t o_dqkvp = plan.add("scratch: dqkv heads", 3 * NC * e);
+  size_t o_oh = fused ? 0 : plan.add("scratch: heads", NC * e);
+  size_t o_dprobs = fused ? 0 : plan.add("scratch: dprobs", probs * e);
+  size_t o_dqkvp = fused ? 0 : plan.add("scratch: dqkv heads", 3 * NC * e);
   size_t o_d4 = plan.add("scratch: mlp grad", 4 * NC * e);
   size_t o_dA = plan.add("scratch: grad A", NC * e);
   size_t o_dB = plan.add("scratch: grad B", NC * e);
   size_t o_dresid = plan.add("scratch: residual grad", NC * e);
+  const size_t n_partials =
+      std::max(layernorm_backward_partials(int(N), C_), bias_grad_partials(int(N), 4 * C_));
+  size_t o_partials = plan.add("scratch: reduction partials", n_partials * f);
+  size_t o_norm_partials =
+      plan.add("scratch: norm partials", grad_sumsq_partials() * sizeof(double));
+  size_t o_embed =
+      plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
 
   size_t free_b = 0, total_b = 0;
   RY_CUDA(cudaMemGetInfo(&free_b, &total_b));
@@ -382,10 +421,19 @@ void CudaEngine<T>::plan_memory() {
   acts_.resize(L_);
   for (int l = 0; l < L_; ++l) {
     const LayerOffsets& x = lo[l];
-    acts_[l] = {mem_.as<T>(x.resid),    mem_.as<T>(x.ln1),      mem_.as<float>(x.ln1m),
-                mem_.as<float>(x.ln1r), mem_.as<T>(x.qkvp),     mem_.as<T>(x.probs),
-                mem_.as<T>(x.atty),     mem_.as<T>(x.mid),      mem_.as<T>(x.ln2),
-                mem_.as<float>(x.ln2m), mem_.as<float>(x.ln2r), mem_.as<T>(x.fc),
+    acts_[l] = {mem_.as<T>(x.resid),
+                mem_.as<T>(x.ln1),
+                mem_.as<float>(x.ln1m),
+                mem_.as<float>(x.ln1r),
+                mem_.as<T>(x.qkvp),
+                fused ? nullptr : mem_.as<T>(x.probs),
+                fused ? mem_.as<float>(x.stats) : nullptr,
+                mem_.as<T>(x.atty),
+                mem_.as<T>(x.mid),
+                mem_.as<T>(x.ln2),
+                mem_.as<float>(x.ln2m),
+                mem_.as<float>(x.ln2r),
+                mem_.as<T>(x.fc),
                 mem_.as<T>(x.gelu)};
   }
   resid_final_ = mem_.as<T>(o_rfinal);
@@ -394,13 +442,21 @@ void CudaEngine<T>::plan_memory() {
   lnf_rstd_ = mem_.as<float>(o_lnfr);
   logits_ = mem_.as<T>(o_logits);
   qkv_ = mem_.as<T>(o_qkv);
-  o_heads_ = mem_.as<T>(o_oh);
-  dprobs_ = mem_.as<T>(o_dprobs);
-  dqkvp_ = mem_.as<T>(o_dqkvp);
+  o_heads_ = fused ? nullptr : mem_.as<T>(o_oh);
+  dprobs_ = fused ? nullptr : mem_.as<T>(o_dprobs);
+  dqkvp_ = fused ? nullptr : mem_.as<T>(o_dqkvp);
+#if RAILYARD_HAVE_CUDNN
+  if (fused) fused_->set_workspace(mem_.as<void>(o_attn_ws), attn_ws);
+#else
+  (void)o_attn_ws;
+#endif
   d4_ = mem_.as<T>(o_d4);
   dA_ = mem_.as<T>(o_dA);
   dB_ = mem_.as<T>(o_dB);
   dresid_ = mem_.as<T>(o_dresid);
+  partials_ = mem_.as<float>(o_partials);
+  norm_partials_ = mem_.as<double>(o_norm_partials);
+  embed_scratch_ = mem_.as<void>(o_embed);
   host_scalars_ = PinnedBuffer(N * sizeof(float) + sizeof(double));
 }
 
@@ -453,8 +509,7 @@ void CudaEngine<T>::forward(int B, int Tn) {
   for (int l = 0; l < L_; ++l) {
     const LayerParams& p = lp_[l];
     LayerActs<T>& a = acts_[l];
-    mm.linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
-    attention_forward(mm, a.atty, a.qkvp, a.probs, o_heads_, qkv_, shape, stream_);
+    attention_block_forward(a, p, shape);
     mm.linear_forward(dA_, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_);
     residual_layernorm_forward(a.resid_mid, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid, dA_, w(p.ln2w),
                                w(p.ln2b), N, C_, stream_);
@@ -475,17 +530,80 @@ void CudaEngine<T>::forward(int B, int Tn) {
 }
 
 template <typename T>
+bool CudaEngine<T>::fused_attention() const {
+#if RAILYARD_HAVE_CUDNN
+  return fused_ != nullptr;
+#else
+  return false;
+#endif
+}
+
+template <typename T>
+size_t CudaEngine<T>::choose_attention() {
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    // cuDNN says at graph build whether it supports the shape (head size, GPU); where not, the
+    // built-in attention runs, and describe() says which one does.
+    try {
+      fused_ = std::make_unique<CudnnAttention>();
+      return fused_->prepare(AttentionShape{Bmax_, Tmax_, H_, C_ / H_});
+    } catch (const std::exception& e) {
+      fused_.reset();
+      describe_ += " (cuDNN attention unavailable: " + std::string(e.what()) + ")";
+    }
+  }
+#endif
+  return 0;
+}
+
+template <typename T>
+void CudaEngine<T>::attention_block_forward(LayerActs<T>& a, const LayerParams& p,
+                                            const AttentionShape& s) {
+  const int N = s.B * s.T;
+  const cudaDataType_t dt = cuda_dtype<T>();
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    if (fused_) {
+      // The projection's output is what backward needs: kept as is, read by stride.
+      mm_->linear_forward(a.qkvp, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+      fused_->forward(a.atty, a.stats, a.qkvp, s, stream_);
+      return;
+    }
+  }
+#endif
+  mm_->linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+  attention_forward(*mm_, a.atty, a.qkvp, a.probs, o_heads_, qkv_, s, stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::attention_block_backward(LayerActs<T>& a, const AttentionShape& s) {
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    if (fused_) {
+      fused_->backward(qkv_, dB_, a.atty, a.stats, a.qkvp, s, stream_);
+      return;
+    }
+  }
+#endif
+  attention_backward(*mm_, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, s, stream_);
+}
+
+template <typename T>
 void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
   const int N = B * Tn;
   const cudaDataType_t dt = cuda_dtype<T>();
   const AttentionShape shape{B, Tn, H_, C_ / H_};
   Matmul& mm = *mm_;
   const size_t n4 = size_t(N) * 4 * C_;
+  // Every gradient is written once per backward: the first after zero_grad overwrites.
+  const bool acc = !overwrite_grads_;
+  overwrite_grads_ = false;
+  float* part = partials_;
   // LM head (tied to wte) and the final LayerNorm.
   mm.linear_backward_input(dB_, logits_, w(wte_), N, C_, Vp_, dt, false, stream_);
-  mm.linear_backward_weight(g(wte_), logits_, lnf_, N, C_, Vp_, dt, stream_);
-  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), dB_, resid_final_, w(lnfw_), lnf_mean_, lnf_rstd_,
-                     N, C_, false, stream_);
+  mm.linear_backward_weight(g(wte_), logits_, lnf_, N, C_, Vp_, dt, acc, stream_);
+  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), part, dB_, resid_final_, w(lnfw_), lnf_mean_,
+                     lnf_rstd_, N, C_, false, acc, stream_);
   if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
   for (int l = L_ - 1; l >= 0; --l) {
     const LayerParams& p = lp_[l];
@@ -498,30 +616,32 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
     // MLP: dresid is the gradient of the layer's output.
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
-    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, stream_);
-    bias_grad(g(p.mpb), dresid_, N, C_, stream_);
+    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
+    bias_grad(g(p.mpb), part, dresid_, N, C_, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, stream_);
-    bias_grad(g(p.fcb), d4_, N, 4 * C_, stream_);
-    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
-                       a.ln2_rstd, N, C_, true, stream_);
+    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, acc, stream_);
+    bias_grad(g(p.fcb), part, d4_, N, 4 * C_, acc, stream_);
+    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), part, dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
+                       a.ln2_rstd, N, C_, true, acc, stream_);
     // Attention.
     if (opts_.recompute) {
       layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_,
                         stream_);
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, stream_);
-    bias_grad(g(p.projb), dresid_, N, C_, stream_);
-    attention_backward(mm, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, shape, stream_);
+    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
+    bias_grad(g(p.projb), part, dresid_, N, C_, acc, stream_);
+    attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, stream_);
-    bias_grad(g(p.qkvb), qkv_, N, 3 * C_, stream_);
-    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), dB_, a.resid, w(p.ln1w), a.ln1_mean,
-                       a.ln1_rstd, N, C_, true, stream_);
+    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
+    bias_grad(g(p.qkvb), part, qkv_, N, 3 * C_, acc, stream_);
+    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), part, dB_, a.resid, w(p.ln1w), a.ln1_mean,
+                       a.ln1_rstd, N, C_, true, acc, stream_);
     if (exchange) exchange_->launch(size_t(l), stream_);
   }
-  embedding_backward(g(wte_), g(wpe_), dresid_, tokens_, B, Tn, C_, stream_);
+  // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
+  embedding_backward(g(wte_), g(wpe_), embed_scratch_, dresid_, tokens_, B, Tn, C_, V_, acc,
+                     stream_);
   if (exchange) exchange_->launch(size_t(L_), stream_);
 }
 
@@ -543,7 +663,15 @@ double CudaEngine<T>::sum_losses(int N) {
 
 template <typename T>
 void CudaEngine<T>::zero_grad() {
+  overwrite_grads_ = true;
+}
+
+// For a step with no backward since zero_grad: then the gradients really are zero.
+template <typename T>
+void CudaEngine<T>::settle_zero_grad() {
+  if (!overwrite_grads_) return;
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
+  overwrite_grads_ = false;
 }
 
 template <typename T>
@@ -557,7 +685,7 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   float dscale = scored > 0 ? grad_scale / float(scored) : 0.0f;
   cross_entropy_forward_backward(logits_, losses_, targets_, N, V_, Vp_, dscale, true, stream_);
   fetch_losses(N);
-  backward(B, Tn, last_micro_step);
+  backward(B, Tn, last_micro_step && exchange_needed_);
   // Waits for the forward pass only: backward keeps the GPU busy while the host moves on.
   double s = sum_losses(N);
   return scored > 0 ? float(s / scored) : 0.0f;
@@ -577,7 +705,8 @@ float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const i
 
 template <typename T>
 void CudaEngine<T>::reduce_gradients() {
-  exchange_->finish(stream_);
+  settle_zero_grad();
+  if (exchange_needed_) exchange_->finish(stream_);
 }
 
 template <typename T>
@@ -585,8 +714,8 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   // Every rank holds the whole averaged gradient, so each computes the same norm locally. The
   // clip factor is computed on the device and the update queued before the host waits for the
   // norm, so the next step's launches overlap the update.
-  RY_CUDA(cudaMemsetAsync(norm_acc_, 0, sizeof(double), stream_));
-  grad_sumsq(norm_acc_, grads_, padded_, stream_);
+  settle_zero_grad();
+  grad_sumsq(norm_acc_, norm_partials_, grads_, padded_, stream_);
   double* h =
       reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
   RY_CUDA(cudaMemcpyAsync(h, norm_acc_, sizeof(double), cudaMemcpyDeviceToHost, stream_));

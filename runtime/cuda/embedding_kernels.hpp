@@ -1,8 +1,12 @@
 #pragma once
-// Token + position embedding, forward and backward.
+// Token + position embedding, forward and backward. The backward pass sums each vocabulary
+// row's gradient in a fixed order (positions sorted by token with a stable radix sort, then one
+// block per distinct token adds its rows in position order): no float atomics, so the same
+// bits every run.
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace railyard::cuda {
@@ -11,9 +15,16 @@ namespace railyard::cuda {
 template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn,
                        int C, cudaStream_t stream);
-// dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += sum over b of dout[b,t,:] (fp32 grads).
+
+// Bytes of scratch embedding_backward needs for N = B * Tn tokens below `vocab`.
+size_t embedding_backward_scratch_bytes(int N, int vocab);
+
+// dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] (+= with accumulate_wpe, else =) sum over b of
+// dout[b,t,:] (fp32 grads). Tokens must lie in [0, vocab); scratch holds
+// embedding_backward_scratch_bytes(B * Tn, vocab) bytes.
 template <typename T>
-void embedding_backward(float* dwte, float* dwpe, const T* dout, const int32_t* tokens, int B,
-                        int Tn, int C, cudaStream_t stream);
+void embedding_backward(float* dwte, float* dwpe, void* scratch, const T* dout,
+                        const int32_t* tokens, int B, int Tn, int C, int vocab, bool accumulate_wpe,
+                        cudaStream_t stream);
 
 }  // namespace railyard::cuda

@@ -6,7 +6,10 @@ namespace railyard::cuda {
 
 namespace {
 
-__global__ void grad_sumsq_kernel(double* out, const float* g, size_t n) {
+constexpr int kBlocks = 1056, kThreads = 512;  // 8 blocks of 512 per H200 multiprocessor
+
+// Pass one: each block's sum of squares (a grid-stride loop and a block tree, both fixed).
+__global__ void grad_sumsq_kernel(double* partials, const float* g, size_t n) {
   __shared__ float scratch[32];
   float s = 0.0f;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
@@ -14,7 +17,21 @@ __global__ void grad_sumsq_kernel(double* out, const float* g, size_t n) {
     s += g[i] * g[i];
   }
   s = block_sum(s, scratch);
-  if (threadIdx.x == 0) atomicAdd(out, double(s));
+  if (threadIdx.x == 0) partials[blockIdx.x] = double(s);
+}
+
+// Pass two, one block: the partials added in a fixed order (strided per thread, then a tree).
+__global__ void sum_partials_kernel(double* out, const double* partials, int count) {
+  __shared__ double part[kThreads];
+  double s = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = part[0];
 }
 
 __global__ void clip_factor_kernel(float* scale, const double* sumsq, float clip) {
@@ -22,17 +39,29 @@ __global__ void clip_factor_kernel(float* scale, const double* sumsq, float clip
   *scale = k < 1.0 ? float(k) : 1.0f;
 }
 
+int blocks_for(size_t n) {
+  size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < kBlocks ? b : kBlocks);
+}
+
 }  // namespace
+
+size_t grad_sumsq_partials() {
+  return kBlocks;
+}
 
 void clip_factor_on_device(float* scale, const double* sumsq, float clip, cudaStream_t stream) {
   clip_factor_kernel<<<1, 1, 0, stream>>>(scale, sumsq, clip);
   RY_CUDA_LAUNCHED();
 }
 
-void grad_sumsq(double* out, const float* g, size_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  size_t b = (n + 511) / 512;
-  grad_sumsq_kernel<<<static_cast<int>(b < 1056 ? b : 1056), 512, 0, stream>>>(out, g, n);
+void grad_sumsq(double* out, double* partials, const float* g, size_t n, cudaStream_t stream) {
+  const int blocks = n == 0 ? 0 : blocks_for(n);
+  if (blocks > 0) {
+    grad_sumsq_kernel<<<blocks, kThreads, 0, stream>>>(partials, g, n);
+    RY_CUDA_LAUNCHED();
+  }
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(out, partials, blocks);
   RY_CUDA_LAUNCHED();
 }
 

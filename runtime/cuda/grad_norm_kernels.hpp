@@ -7,8 +7,13 @@
 
 namespace railyard::cuda {
 
-// *out += sum of g[i]^2 over n elements (accumulated in double; zero *out first).
-void grad_sumsq(double* out, const float* g, size_t n, cudaStream_t stream);
+// Doubles of scratch grad_sumsq needs.
+size_t grad_sumsq_partials();
+
+// *out = sum of g[i]^2 over n elements: per-block sums into `partials` (grad_sumsq_partials()
+// doubles), then added in a fixed order, so the norm, and the clip factor, has the same bits
+// every run.
+void grad_sumsq(double* out, double* partials, const float* g, size_t n, cudaStream_t stream);
 // *scale = min(1, clip / (sqrt(*sumsq) + 1e-6)) in double, as railyard::clip_factor; 1 when
 // clip <= 0.
 void clip_factor_on_device(float* scale, const double* sumsq, float clip, cudaStream_t stream);

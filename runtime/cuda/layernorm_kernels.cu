@@ -1,6 +1,7 @@
 #include "cuda_check.hpp"
 #include "device_math.cuh"
 #include "dtype.hpp"
+#include "fixed_order_sum.hpp"
 #include "layernorm_kernels.hpp"
 
 namespace railyard::cuda {
@@ -8,6 +9,29 @@ namespace railyard::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // rows per block, one warp each
+// Blocks of the backward pass: two per multiprocessor of an H100/H200 keep it busy; more would
+// only lengthen the partials that the second pass sums.
+constexpr int kMaxBackwardBlocks = 264;
+
+// Above 48 KiB of dynamic shared memory a kernel must opt in (wide rows: C > 768).
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024) {
+    RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)));
+  }
+}
+
+// The block's row of partials: the kWarps slices of acc ([kWarps][2C]) added in warp order.
+__device__ void write_block_partials(float* partials, const float* acc, int C) {
+  __syncthreads();
+  float* out = partials + size_t(blockIdx.x) * 2 * C;
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+    float s = 0.0f;
+    for (int k = 0; k < kWarps; ++k) s += acc[k * 2 * C + c];
+    out[c] = s;
+  }
+}
 
 // With delta non-null, the row is x + delta (rounded to T, the value stored and normalised).
 template <typename T>
@@ -43,15 +67,18 @@ __global__ void layernorm_forward_kernel(T* resid_out, T* out, float* mean, floa
   }
 }
 
-// Blocks stride over rows; each block sums its dw, db in shared memory, then adds once.
+// Blocks stride over rows. Each warp sums dw, db of its rows in its own slice of shared memory
+// (a lane owns its columns, so no two threads add to one place); then the block adds the warps'
+// slices in warp order and writes one row of partials: no atomics, the same bits every run.
 template <typename T>
-__global__ void layernorm_backward_kernel(T* dx, float* dw, float* db, const T* dy, const T* x,
+__global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, const T* x,
                                           const T* w, const float* mean, const float* rstd, int N,
                                           int C, bool accumulate) {
-  extern __shared__ float acc[];  // dw[C], db[C]
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
+  extern __shared__ float acc[];  // [kWarps][dw[C], db[C]]
+  for (int c = threadIdx.x; c < kWarps * 2 * C; c += blockDim.x) acc[c] = 0.0f;
   __syncthreads();
   int lane = threadIdx.x % 32;
+  float* mine = acc + (threadIdx.x / 32) * 2 * C;
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
     const T* dyr = dy + size_t(row) * C;
     const T* xr = x + size_t(row) * C;
@@ -71,27 +98,21 @@ __global__ void layernorm_backward_kernel(T* dx, float* dw, float* db, const T* 
       float xh = (to_f(xr[c]) - m) * r;
       float g = r * (d * to_f(w[c]) - s1 - xh * s2);
       dxr[c] = from_f<T>(accumulate ? to_f(dxr[c]) + g : g);
-      atomicAdd(&acc[c], d * xh);
-      atomicAdd(&acc[C + c], d);
+      mine[c] += d * xh;
+      mine[C + c] += d;
     }
   }
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    atomicAdd(&dw[c], acc[c]);
-    atomicAdd(&db[c], acc[C + c]);
-  }
+  write_block_partials(partials, acc, C);
 }
 
 // The same with each lane's columns fixed (packs lane, lane + 32, ...; at most P of them), so
 // dw and db accumulate in registers and the row stays in registers between its two passes.
 template <typename T, int P>
-__global__ void layernorm_backward_packed_kernel(T* dx, float* dw, float* db, const T* dy,
-                                                 const T* x, const T* w, const float* mean,
-                                                 const float* rstd, int N, int C, bool accumulate) {
+__global__ void layernorm_backward_packed_kernel(T* dx, float* partials, const T* dy, const T* x,
+                                                 const T* w, const float* mean, const float* rstd,
+                                                 int N, int C, bool accumulate) {
   constexpr int kN = Pack<T>::kN;
-  extern __shared__ float acc[];  // dw[C], db[C]
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
-  __syncthreads();
+  extern __shared__ float acc[];  // [kWarps][dw[C], db[C]]
   const int lane = threadIdx.x % 32, packs = C / kN;
   float adw[P][kN] = {}, adb[P][kN] = {}, wv[P][kN];
 #pragma unroll
@@ -143,22 +164,20 @@ __global__ void layernorm_backward_packed_kernel(T* dx, float* dw, float* db, co
       }
     }
   }
+  // Every lane owns its packs, and the lanes cover the row: the warp's slice is fully written.
+  float* mine = acc + (threadIdx.x / 32) * 2 * C;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     int q = lane + 32 * i;
     if (q < packs) {
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
-        atomicAdd(&acc[q * kN + k], adw[i][k]);
-        atomicAdd(&acc[C + q * kN + k], adb[i][k]);
+        mine[q * kN + k] = adw[i][k];
+        mine[C + q * kN + k] = adb[i][k];
       }
     }
   }
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    atomicAdd(&dw[c], acc[c]);
-    atomicAdd(&db[c], acc[C + c]);
-  }
+  write_block_partials(partials, acc, C);
 }
 
 // The same with the row held in registers (each lane at most P packs), read once.
@@ -257,17 +276,25 @@ void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, 
   launch_layernorm_forward<T>(resid_out, out, mean, rstd, x, delta, w, b, N, C, stream);
 }
 
-template <typename T>
-void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, const T* w,
-                        const float* mean, const float* rstd, int N, int C, bool accumulate,
-                        cudaStream_t stream) {
+int layernorm_backward_blocks(int N) {
   int blocks = (N + kWarps - 1) / kWarps;
-  // Two blocks per multiprocessor: more would add same-address atomics at the final flush.
-  if (blocks > 264) blocks = 264;
-  size_t smem = 2 * size_t(C) * sizeof(float);
+  return blocks < kMaxBackwardBlocks ? blocks : kMaxBackwardBlocks;
+}
+
+size_t layernorm_backward_partials(int N, int C) {
+  return size_t(layernorm_backward_blocks(N)) * 2 * C;
+}
+
+template <typename T>
+void layernorm_backward(T* dx, float* dw, float* db, float* partials, const T* dy, const T* x,
+                        const T* w, const float* mean, const float* rstd, int N, int C,
+                        bool accumulate, bool accumulate_params, cudaStream_t stream) {
+  const int blocks = layernorm_backward_blocks(N);
+  const size_t smem = size_t(kWarps) * 2 * C * sizeof(float);
   const int lane_packs = (C / Pack<T>::kN + 31) / 32;  // packs per lane
   auto launch = [&](auto kernel) {
-    kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, dw, db, dy, x, w, mean, rstd, N, C,
+    allow_shared_memory(kernel, smem);
+    kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
                                                   accumulate);
   };
   if (lane_packs <= 1) {
@@ -279,9 +306,10 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, co
   } else if (lane_packs <= 4) {
     launch(layernorm_backward_packed_kernel<T, 4>);
   } else {
-    launch(layernorm_backward_kernel<T>);  // wide rows: sums in shared memory
+    launch(layernorm_backward_kernel<T>);  // wide rows: two passes over memory
   }
   RY_CUDA_LAUNCHED();
+  sum_partial_columns(dw, db, C, partials, blocks, 2 * C, accumulate_params, stream);
 }
 
 #define RY_INSTANTIATE(T)                                                                        \
@@ -289,8 +317,9 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, co
                                      cudaStream_t);                                              \
   template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*,        \
                                               const T*, const T*, int, int, cudaStream_t);       \
-  template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*,          \
-                                      const float*, const float*, int, int, bool, cudaStream_t);
+  template void layernorm_backward<T>(T*, float*, float*, float*, const T*, const T*, const T*,  \
+                                      const float*, const float*, int, int, bool, bool,          \
+                                      cudaStream_t);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

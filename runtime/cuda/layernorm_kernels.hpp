@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 namespace railyard::cuda {
 
 inline constexpr float kLayerNormEps = 1e-5f;
@@ -17,11 +19,16 @@ template <typename T>
 void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
                                 const T* delta, const T* w, const T* b, int N, int C,
                                 cudaStream_t stream);
-// dx (+)= dLN/dx^T dy; dw += sum dy * xhat, db += sum dy (fp32). With accumulate false, dx is
-// overwritten.
+// Floats of scratch layernorm_backward needs for N rows of C.
+size_t layernorm_backward_partials(int N, int C);
+
+// dx (+)= dLN/dx^T dy; dw (+)= sum dy * xhat, db (+)= sum dy (fp32). With accumulate false, dx
+// is overwritten; with accumulate_params false, dw and db are. The parameter sums run in two
+// fixed-order passes through `partials` (layernorm_backward_partials(N, C) floats): the same
+// bits every run.
 template <typename T>
-void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, const T* w,
-                        const float* mean, const float* rstd, int N, int C, bool accumulate,
-                        cudaStream_t stream);
+void layernorm_backward(T* dx, float* dw, float* db, float* partials, const T* dy, const T* x,
+                        const T* w, const float* mean, const float* rstd, int N, int C,
+                        bool accumulate, bool accumulate_params, cudaStream_t stream);
 
 }  // namespace railyard::cuda

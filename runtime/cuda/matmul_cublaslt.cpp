@@ -111,6 +111,11 @@ Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     RY_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
+  // Split-K "in place" reductions add the parts in the output in whatever order they finish;
+  // the other schemes reduce in a fixed order, so every product has the same bits every run.
+  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  RY_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                 &schemes, sizeof(schemes)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->la, p->lb, p->ld, p->ld,
@@ -177,15 +182,15 @@ void Matmul::linear_backward_input(void* dx, const void* dy, const void* w, int 
 }
 
 void Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
-                                    cudaDataType_t t, cudaStream_t stream) {
-  GemmCall c;  // dW^T[I,O] += X^T[I,N] dY[N,O]
+                                    cudaDataType_t t, bool accumulate, cudaStream_t stream) {
+  GemmCall c;  // dW^T[I,O] (+)= X^T[I,N] dY[N,O]
   c.trans_b = true;
   c.m = I, c.n = O, c.k = N;
   c.a = x, c.lda = I;
   c.b = dy, c.ldb = O;
   c.d = dw, c.ldd = I;
   c.ab_type = t, c.d_type = CUDA_R_32F;
-  c.beta = 1.0f;
+  c.beta = accumulate ? 1.0f : 0.0f;
   gemm(c, stream);
 }
 

@@ -2,7 +2,8 @@
 // Matrix products through cuBLASLt, fp32 accumulation always. Operands are row-major as in the
 // model ([rows, cols], Linear weights [out, in]); the column-major translation happens inside.
 // Plans (descriptors and the chosen algorithm) are cached per shape, so steady-state calls
-// cost only the launch.
+// cost only the launch. Split-K reductions are limited to fixed-order schemes and the
+// workspace is fixed, so a product gives the same bits every run on the same GPU and library.
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -59,9 +60,9 @@ class Matmul {
   void linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
                              cudaDataType_t t, bool accumulate, cudaStream_t stream,
                              const void* gelu_pre = nullptr);
-  // dW[O,I] (fp32) += dY[N,O]^T X[N,I].
+  // dW[O,I] (fp32) (+= with accumulate, else =) dY[N,O]^T X[N,I].
   void linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
-                              cudaDataType_t t, cudaStream_t stream);
+                              cudaDataType_t t, bool accumulate, cudaStream_t stream);
 
  private:
   struct Plan;

@@ -1,9 +1,11 @@
 // railyard-ckpt sample: text (or token ids) generated on the CPU from a checkpoint or a
 // Hugging Face GPT-2 directory; optionally the prompt's logits as .npy for comparisons.
+#include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -13,10 +15,13 @@
 
 #include "ckpt_commands.hpp"
 #include "railyard/checkpoint.hpp"
+#include "railyard/exit_code.hpp"
 #include "railyard/gpt_cpu.hpp"
 #include "railyard/hf_directory.hpp"
 #include "railyard/npy_array.hpp"
 #include "railyard/sampler.hpp"
+
+namespace po = boost::program_options;
 
 const char* const kSampleUsage =
     "       railyard-ckpt sample MODEL (--prompt TEXT | --prompt-ids ID,ID,...) [--tokens N]\n"
@@ -24,12 +29,6 @@ const char* const kSampleUsage =
     "                     [--force]\n";
 
 namespace {
-
-struct SampleArgs {
-  std::string model, prompt, prompt_ids, dump;
-  bool have_prompt = false, force = false;
-  railyard::SampleOptions opts;
-};
 
 // Byte-level models (railyard-data text) have exactly the 256 byte values as vocabulary.
 constexpr int kByteVocab = 256;
@@ -60,47 +59,84 @@ T number(const std::string& option, const std::string& text) {
   throw std::invalid_argument(option + " needs a number (got '" + text + "')");
 }
 
-SampleArgs parse(const std::vector<std::string>& args) {
+// The whole of option `name`'s value as a T when it was given, else `fallback`; a value that is
+// not a whole T is a usage error.
+template <typename T>
+T option_number(const po::variables_map& vm, const std::string& name, T fallback) {
+  if (!vm.count(name)) return fallback;
+  try {
+    return number<T>("--" + name, vm[name].as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    throw po::error(e.what());
+  }
+}
+
+// The options every sample takes, shown by `railyard-ckpt sample --help`, with the defaults of
+// railyard::SampleOptions (clang-format would scatter the chained calls).
+po::options_description sample_options() {
+  const railyard::SampleOptions d;
+  char temperature[32];
+  std::snprintf(temperature, sizeof temperature, "%g", d.temperature);
+  const std::string tokens = "new tokens to generate (default " + std::to_string(d.tokens) + ")";
+  const std::string greedy = std::string("<= 0: greedy (default ") + temperature + ")";
+  const std::string top_k =
+      "draw among the K most likely tokens; 0: off (default " + std::to_string(d.top_k) + ")";
+  const std::string seed = "same seed, same tokens (default " + std::to_string(d.seed) + ")";
+  po::options_description o("railyard-ckpt sample MODEL (a checkpoint or HF directory)");
+  // clang-format off
+  o.add_options()
+      ("help,h", "this help")
+      ("prompt", po::value<std::string>()->value_name("TEXT"),
+       "the prompt's bytes (byte-level models, vocab 256)")
+      ("prompt-ids", po::value<std::string>()->value_name("ID,ID,..."),
+       "the prompt's token ids; exactly one of --prompt and --prompt-ids")
+      ("tokens", po::value<std::string>()->value_name("N"), tokens.c_str())
+      ("temperature", po::value<std::string>()->value_name("T"), greedy.c_str())
+      ("top-k", po::value<std::string>()->value_name("K"), top_k.c_str())
+      ("seed", po::value<std::string>()->value_name("S"), seed.c_str())
+      ("dump-logits", po::value<std::string>()->value_name("OUT.npy"),
+       "also write the prompt's logits as float32 [T, vocab]")
+      ("force", "overwrite an existing --dump-logits file");
+  // clang-format on
+  return o;
+}
+
+}  // namespace
+
+std::optional<SampleArgs> parse_sample_args(const std::vector<std::string>& args) {
+  const po::options_description visible = sample_options();
+  po::options_description all;
+  all.add(visible).add_options()("model", po::value<std::string>(), "MODEL");
+  po::positional_options_description positional;
+  positional.add("model", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+  if (vm.count("help")) {
+    std::cout << visible;
+    return std::nullopt;
+  }
+  po::notify(vm);
   SampleArgs a;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& o = args[i];
-    if (o == "--force") {
-      a.force = true;
-      continue;
-    }
-    if (o.rfind("--", 0) != 0) {
-      if (!a.model.empty()) throw std::invalid_argument("unexpected argument '" + o + "'");
-      a.model = o;
-      continue;
-    }
-    if (i + 1 >= args.size()) throw std::invalid_argument(o + " needs a value");
-    const std::string& v = args[++i];
-    if (o == "--prompt")
-      a.prompt = v, a.have_prompt = true;
-    else if (o == "--prompt-ids")
-      a.prompt_ids = v;
-    else if (o == "--tokens")
-      a.opts.tokens = number<int>(o, v);
-    else if (o == "--temperature")
-      a.opts.temperature = number<double>(o, v);
-    else if (o == "--top-k")
-      a.opts.top_k = number<int>(o, v);
-    else if (o == "--seed")
-      a.opts.seed = number<uint64_t>(o, v);
-    else if (o == "--dump-logits")
-      a.dump = v;
-    else
-      throw std::invalid_argument("unknown option '" + o + "'");
-  }
-  if (a.model.empty())
-    throw std::invalid_argument("sample needs MODEL (a checkpoint or HF directory)");
+  if (!vm.count("model")) throw po::error("missing MODEL (a checkpoint or HF directory)");
+  a.model = vm["model"].as<std::string>();
+  a.have_prompt = vm.count("prompt") > 0;
+  if (a.have_prompt) a.prompt = vm["prompt"].as<std::string>();
+  if (vm.count("prompt-ids")) a.prompt_ids = vm["prompt-ids"].as<std::string>();
+  if (vm.count("dump-logits")) a.dump = vm["dump-logits"].as<std::string>();
+  a.force = vm.count("force") > 0;
+  a.opts.tokens = option_number(vm, "tokens", a.opts.tokens);
+  a.opts.temperature = option_number(vm, "temperature", a.opts.temperature);
+  a.opts.top_k = option_number(vm, "top-k", a.opts.top_k);
+  a.opts.seed = option_number(vm, "seed", a.opts.seed);
   if (a.have_prompt == !a.prompt_ids.empty()) {
-    throw std::invalid_argument("sample needs exactly one of --prompt TEXT and --prompt-ids");
+    throw po::error("needs exactly one of --prompt TEXT and --prompt-ids");
   }
-  if (a.opts.top_k < 0) throw std::invalid_argument("--top-k must be 0 (off) or positive");
-  if (a.opts.tokens < 0) throw std::invalid_argument("--tokens must be 0 or positive");
+  if (a.opts.top_k < 0) throw po::error("--top-k must be 0 (off) or positive");
+  if (a.opts.tokens < 0) throw po::error("--tokens must be 0 or positive");
   return a;
 }
+
+namespace {
 
 std::vector<int32_t> prompt_tokens(const SampleArgs& a, int vocab) {
   std::vector<int32_t> out;
@@ -179,14 +215,7 @@ void print_result(const std::vector<int32_t>& prompt, const std::vector<int32_t>
 
 }  // namespace
 
-int ckpt_sample_command(const std::vector<std::string>& args) {
-  SampleArgs a;
-  try {
-    a = parse(args);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "railyard-ckpt sample: %s\nusage:\n%s", e.what(), kSampleUsage);
-    return 2;
-  }
+int ckpt_sample_command(const SampleArgs& a) {
   try {
     railyard::GptConfig cfg;
     std::vector<float> params;
@@ -202,9 +231,9 @@ int ckpt_sample_command(const std::vector<std::string>& args) {
     const std::vector<int32_t> prompt = prompt_tokens(a, cfg.vocab);
     if (!a.dump.empty()) dump_logits(a, cfg, params, prompt);
     print_result(prompt, railyard::sample_gpt(cfg, params, prompt, a.opts), cfg.vocab);
-    return 0;
+    return railyard::exit_code::kOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "railyard-ckpt sample: %s\n", e.what());
-    return 1;
+    return railyard::exit_code::kFailure;
   }
 }

@@ -30,9 +30,9 @@ const char* kUsageText =
     "       railyard-ckpt verify FILE\n"
     "       railyard-ckpt inspect FILE\n"
     "       railyard-ckpt export FILE --format safetensors -o OUT [--force]\n"
-    "       railyard-ckpt export FILE --format hf -o DIR [--force]\n"
-    "       railyard-ckpt {list|verify|inspect|export} --help\n";
+    "       railyard-ckpt export FILE --format hf -o DIR [--force]\n";
 const char* kUsageDetails =
+    "       railyard-ckpt {list|verify|inspect|export|sample} --help\n"
     "\n"
     "list     every checkpoint in DIR, newest first: step, time, size, valid or why not\n"
     "verify   checks format version, metadata and every dataset's XXH3-64 checksum\n"
@@ -196,14 +196,19 @@ std::optional<po::variables_map> parse(const std::string& cmd, const std::vector
   return vm;
 }
 
-int run(const std::string& cmd, const std::vector<std::string>& args) {
-  if (cmd == "sample") {
-    if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
-      std::printf("railyard-ckpt sample:\n%s", kSampleUsage);
-      return kOk;
-    }
-    return ckpt_sample_command(args);
+// `sample`: its options parsed like the other commands', its work in ckpt_sample_command.cpp.
+int run_sample(const std::vector<std::string>& args) {
+  std::optional<SampleArgs> a;
+  try {
+    a = parse_sample_args(args);
+  } catch (const po::error& e) {
+    return usage(std::string("sample: ") + e.what());
   }
+  return a ? ckpt_sample_command(*a) : kOk;
+}
+
+int run(const std::string& cmd, const std::vector<std::string>& args) {
+  if (cmd == "sample") return run_sample(args);
   const char* operand = cmd == "list" ? "DIR" : "FILE";
   if (cmd != "list" && cmd != "verify" && cmd != "inspect" && cmd != "export") {
     return usage("unknown command '" + cmd + "'");

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -65,7 +66,13 @@ struct DevArray {
     RY_CUDA(cudaDeviceSynchronize());
     RY_CUDA(cudaMemcpy(h.data(), ptr(), n * sizeof(T), cudaMemcpyDeviceToHost));
     std::vector<double> out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = double(float(h[i]));
+    for (size_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<T, double>) {
+        out[i] = h[i];
+      } else {
+        out[i] = double(float(h[i]));
+      }
+    }
     return out;
   }
 };
@@ -94,6 +101,17 @@ class Report {
     if (!ok) ++failures_;
     std::printf("%-4s %-44s rel_err %.3e (tol %.0e)%s\n", ok ? "ok" : "FAIL", what.c_str(), rel,
                 tol, nan ? " NON-FINITE OR MISSING" : "");
+  }
+  // Bit for bit: the values of two runs of the same computation (NaN never equals).
+  void same_bits(const std::string& what, const std::vector<double>& out,
+                 const std::vector<double>& ref) {
+    size_t diff = out.size() == ref.size() ? 0 : 1;
+    for (size_t i = 0; i < out.size() && i < ref.size(); ++i) {
+      if (std::memcmp(&out[i], &ref[i], sizeof(double)) != 0 || !std::isfinite(out[i])) ++diff;
+    }
+    if (diff != 0) ++failures_;
+    std::printf("%-4s %-44s %zu element(s) differ\n", diff == 0 ? "ok" : "FAIL", what.c_str(),
+                diff);
   }
   void fail(const std::string& what) {
     ++failures_;

@@ -8,6 +8,9 @@
 
 #include "adamw_kernels.hpp"
 #include "attention.hpp"
+#if RAILYARD_HAVE_CUDNN
+#include "attention_cudnn.hpp"
+#endif
 #include "bias_grad_kernels.hpp"
 #include "cross_entropy_kernels.hpp"
 #include "dtype.hpp"
@@ -60,14 +63,31 @@ void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_
   r.check(t + " linear forward (bias epilogue)", y.download(), ry, tol<T>());
 
   mm.linear_backward_input(dx.ptr(), dy.ptr(), w.ptr(), N, I, O, cuda::cuda_dtype<T>(), false, s);
-  mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), s);
-  cuda::bias_grad(db.ptr(), dy.ptr(), N, O, s);
+  DevArray<float> partials(cuda::bias_grad_partials(N, O));
+  mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), true, s);
+  cuda::bias_grad(db.ptr(), partials.ptr(), dy.ptr(), N, O, true, s);
   std::vector<double> rdx(dx.n, 0.0), rdw = hdw, rdb = hdb;
   cpu::matmul_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(), hw.data(),
                                N, I, O);
   r.check(t + " linear backward input", dx.download(), rdx, tol<T>());
   r.check(t + " linear backward weight (fp32, +=)", dw.download(), rdw, 1e-5);
   r.check(t + " bias gradient (fp32, +=)", db.download(), rdb, 1e-5);
+  // The first micro-step overwrites (no zero_grad clear): from poison, to the plain sums.
+  std::vector<double> zdw(dw.n, 0.0), zdb(db.n, 0.0), zdx(dx.n, 0.0);
+  cpu::matmul_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(), hw.data(),
+                               N, I, O);
+  dw.poison();
+  db.poison();
+  mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), false, s);
+  cuda::bias_grad(db.ptr(), partials.ptr(), dy.ptr(), N, O, false, s);
+  auto first_dw = dw.download(), first_db = db.download();
+  r.check(t + " linear backward weight (fp32, =)", first_dw, zdw, 1e-5);
+  r.check(t + " bias gradient (fp32, =)", first_db, zdb, 1e-5);
+  // Same inputs, same bits: no order-dependent sums.
+  mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), false, s);
+  cuda::bias_grad(db.ptr(), partials.ptr(), dy.ptr(), N, O, false, s);
+  r.same_bits(t + " linear backward weight, twice", dw.download(), first_dw);
+  r.same_bits(t + " bias gradient, twice", db.download(), first_db);
 
   // GELU in the epilogues: forward keeps the value before GELU; backward applies GELU'.
   DevArray<T> pre(y.n), dpre(size_t(N) * I), gy(y.n), gdx(size_t(N) * I);
@@ -130,8 +150,9 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   auto hdx = dx.upload(random_vec(rng, dx.n));  // accumulated into
   auto hdw = dw.upload(random_vec(rng, C));
   auto hdb = db.upload(random_vec(rng, C));
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dy.ptr(), x.ptr(), w.ptr(), dmean.ptr(),
-                           drstd.ptr(), N, C, true, s);
+  DevArray<float> partials(cuda::layernorm_backward_partials(N, C));
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), partials.ptr(), dy.ptr(), x.ptr(), w.ptr(),
+                           dmean.ptr(), drstd.ptr(), N, C, true, true, s);
   // The device used the fp32 statistics; so does the reference.
   std::vector<double> fm(N), fr(N);
   for (int i = 0; i < N; ++i) fm[i] = float(rm[i]), fr[i] = float(rr[i]);
@@ -141,6 +162,22 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.check(t + " layernorm backward dx (+=)", dx.download(), rdx, tol<T>());
   r.check(t + " layernorm backward dw (fp32, +=)", dw.download(), rdw, 1e-5);
   r.check(t + " layernorm backward db (fp32, +=)", db.download(), rdb, 1e-5);
+  // Overwriting the parameter gradients, twice: the same values and the same bits.
+  dw.poison();
+  db.poison();
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), partials.ptr(), dy.ptr(), x.ptr(), w.ptr(),
+                           dmean.ptr(), drstd.ptr(), N, C, false, false, s);
+  auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download();
+  std::vector<double> zdx(dx.n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
+  cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
+                                  hw.data(), fm.data(), fr.data(), N, C);
+  r.check(t + " layernorm backward dx (=)", dx1, zdx, tol<T>());
+  r.check(t + " layernorm backward dw (fp32, =)", dw1, zdw, 1e-5);
+  r.check(t + " layernorm backward db (fp32, =)", db1, zdb, 1e-5);
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), partials.ptr(), dy.ptr(), x.ptr(), w.ptr(),
+                           dmean.ptr(), drstd.ptr(), N, C, false, false, s);
+  r.same_bits(t + " layernorm backward dw, twice", dw.download(), dw1);
+  r.same_bits(t + " layernorm backward db, twice", db.download(), db1);
 }
 
 template <typename T>
@@ -160,8 +197,9 @@ template <typename T>
 void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   std::string t = type_name<T>();
   std::vector<int32_t> tok(N);
-  std::uniform_int_distribution<int> pick(0, V - 1);
-  for (int32_t& x : tok) x = pick(rng);
+  // Half the tokens from a few ids, so rows repeat many times, as common words do.
+  std::uniform_int_distribution<int> pick(0, V - 1), common(0, 7);
+  for (size_t i = 0; i < tok.size(); ++i) tok[i] = i % 2 == 0 ? common(rng) : pick(rng);
   DeviceBuffer dtok(N * sizeof(int32_t));
   RY_CUDA(cudaMemcpy(dtok.as<int32_t>(), tok.data(), N * sizeof(int32_t), cudaMemcpyHostToDevice));
   DevArray<T> wte(size_t(Vp) * C), wpe(size_t(Tn) * C), out(size_t(N) * C), dout(size_t(N) * C);
@@ -176,10 +214,26 @@ void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   auto hdo = dout.upload(random_vec(rng, dout.n));
   auto hdwte = dwte.upload(random_vec(rng, dwte.n));
   auto hdwpe = dwpe.upload(random_vec(rng, dwpe.n));
-  cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), dtok.as<int32_t>(), B, Tn, C, s);
+  DeviceBuffer scratch(cuda::embedding_backward_scratch_bytes(N, V));
+  cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), scratch.as<void>(), dout.ptr(),
+                           dtok.as<int32_t>(), B, Tn, C, V, true, s);
   cpu::encoder_backward<double>(hdwte.data(), hdwpe.data(), hdo.data(), tok.data(), B, Tn, C);
   r.check(t + " embedding backward wte (fp32, +=)", dwte.download(), hdwte, 1e-5);
   r.check(t + " embedding backward wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
+  // wpe overwritten (first micro-step); wte from zero twice: the same bits.
+  std::vector<double> zwte(dwte.n, 0.0), zwpe(dwpe.n, 0.0);
+  cpu::encoder_backward<double>(zwte.data(), zwpe.data(), hdo.data(), tok.data(), B, Tn, C);
+  std::vector<std::vector<double>> runs;
+  for (int k = 0; k < 2; ++k) {
+    RY_CUDA(cudaMemset(dwte.ptr(), 0, dwte.n * sizeof(float)));
+    dwpe.poison();
+    cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), scratch.as<void>(), dout.ptr(),
+                             dtok.as<int32_t>(), B, Tn, C, V, false, s);
+    runs.push_back(dwte.download());
+    if (k == 0) r.check(t + " embedding backward wpe (fp32, =)", dwpe.download(), zwpe, 1e-5);
+  }
+  r.check(t + " embedding backward wte, repeated rows", runs[0], zwte, 1e-5);
+  r.same_bits(t + " embedding backward wte, twice", runs[1], runs[0]);
 }
 
 template <typename T>
@@ -211,6 +265,39 @@ void check_attention(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStre
   r.check(t + " attention backward", dqkv.download(), rdqkv,
           std::is_same_v<T, float> ? 1e-5 : 2e-2);
 }
+
+#if RAILYARD_HAVE_CUDNN
+// cuDNN's fused attention (bf16 only) against the float64 reference, and its backward pass
+// twice for the same bits (the deterministic algorithm).
+void check_cudnn_attention(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  using T = cuda::bf16;
+  cuda::AttentionShape sh{B, Tn, H, C / H};
+  DevArray<T> qkv(size_t(N) * 3 * C), out(size_t(N) * C), dout(size_t(N) * C),
+      dqkv(size_t(N) * 3 * C);
+  DevArray<float> stats(cuda::CudnnAttention::stats_elems(sh));
+  cuda::CudnnAttention attn;
+  DeviceBuffer ws(attn.prepare(sh));
+  attn.set_workspace(ws.as<void>(), ws.bytes());
+  auto hqkv = qkv.upload(random_vec(rng, qkv.n));
+  out.poison();
+  attn.forward(out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
+  std::vector<double> ro(out.n), ratt(sh.prob_elems());
+  cpu::attention_forward<double>(ro.data(), ratt.data(), hqkv.data(), B, Tn, C, H);
+  r.check("bf16 cudnn attention forward", out.download(), ro, 1e-2);
+
+  auto hdo = dout.upload(random_vec(rng, dout.n));
+  dqkv.poison();
+  attn.backward(dqkv.ptr(), dout.ptr(), out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
+  auto first = dqkv.download();
+  std::vector<double> rdqkv(dqkv.n, 0.0), scratch(size_t(Tn) * Tn);
+  cpu::attention_backward<double>(rdqkv.data(), scratch.data(), hdo.data(), hqkv.data(),
+                                  ratt.data(), B, Tn, C, H);
+  r.check("bf16 cudnn attention backward", first, rdqkv, 2e-2);
+  dqkv.poison();
+  attn.backward(dqkv.ptr(), dout.ptr(), out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
+  r.same_bits("bf16 cudnn attention backward, twice", dqkv.download(), first);
+}
+#endif
 
 template <typename T>
 void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s) {
@@ -287,12 +374,15 @@ void check_grad_norm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   const size_t n = 3000017;
   DevArray<float> g(n);
   auto hg = g.upload(random_vec(rng, n));
-  DevArray<double> acc(1);
-  RY_CUDA(cudaMemset(acc.ptr(), 0, sizeof(double)));
-  cuda::grad_sumsq(acc.ptr(), g.ptr(), n, s);
+  DevArray<double> acc(1), partials(cuda::grad_sumsq_partials());
+  acc.poison();
+  cuda::grad_sumsq(acc.ptr(), partials.ptr(), g.ptr(), n, s);
   double ref = 0;
   for (double x : hg) ref += x * x;
-  r.check("fp32 gradient sum of squares", acc.download(), {ref}, 1e-6);
+  auto first = acc.download();
+  r.check("fp32 gradient sum of squares", first, {ref}, 1e-6);
+  cuda::grad_sumsq(acc.ptr(), partials.ptr(), g.ptr(), n, s);
+  r.same_bits("fp32 gradient sum of squares, twice", acc.download(), first);
 }
 
 template <typename T>
@@ -320,6 +410,9 @@ int main() {
     check_all<float>(r, rng, mm, s);
     check_all<cuda::bf16>(r, rng, mm, s);
     check_grad_norm(r, rng, s);
+#if RAILYARD_HAVE_CUDNN
+    check_cudnn_attention(r, rng, s);
+#endif
     return r.exit_code();
   } catch (const std::exception& e) {
     std::printf("FAILED with exception: %s\n", e.what());

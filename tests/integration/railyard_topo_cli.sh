@@ -83,6 +83,26 @@ assert s0["env"]["CUDA_VISIBLE_DEVICES"] == "1", s0["env"]
 assert s1["nics"] == ["mlx5_1"], s1
 PY
 
+# A GPU whose PCI bus hwloc knows no locality for (a VM; the host bridge hangs off the Machine):
+# its NUMA node is unknown ("NUMA ?"), not the machine's only one.
+vm="$tmp/vm.xml"
+cat > "$vm" <<XML
+<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+<object type="Machine" os_index="0" $(sets 0x0000000f 0x00000001)>
+<object type="Package" os_index="0" $(sets 0x0000000f 0x00000001)>
+<object type="NUMANode" os_index="0" $(sets 0x0000000f 0x00000001) local_memory="68719476736"/>
+$(pus 0 3 0x00000001)
+</object>
+<object type="Bridge" bridge_type="0-1" depth="0" bridge_pci="0000:[00-00]">
+ <object type="PCIDev" pci_busid="0000:00:06.0" pci_type="0302 [10de:2335] [10de:18be] a1"/>
+</object>
+</object></topology>
+XML
+"$topo" show --topology "$vm" > "$tmp/vm.txt"
+grep -Eq '^ *0 +0000:00:06.0 .*NUMA \? +cpus 0-3' "$tmp/vm.txt" || { cat "$tmp/vm.txt"; exit 1; }
+
 expect_usage_error() {  # expected-text args...
   local want=$1 rc=0
   shift

@@ -8,6 +8,7 @@ line."""
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -155,6 +156,21 @@ run([one, "-o", svg])
 root = ET.parse(svg).getroot()
 check(root.tag == "{http://www.w3.org/2000/svg}svg", f"svg root is {root.tag}")
 check(len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) == 6, "svg: expected 6 polylines")
+
+# A loss that moves little (GPT-2 on random tokens: 11.05 down to 10.83) still gets distinct
+# axis labels (ticks 0.05 apart read 10.85, 10.90, not 10.9 twice).
+flat = os.path.join(tmp, "flat.jsonl")
+write(flat, [dict(step(n, T0 + n), loss=11.05 - 0.22 * n / 400, tokens_per_s=541_234.0)
+             for n in range(1, 401)])
+run([flat, "-o", os.path.join(tmp, "flat.html")])
+with open(os.path.join(tmp, "flat.html")) as f:
+    flat_html = f.read()
+for panel in ("loss", "throughput"):
+    group = re.search(r'<g class="frame" data-panel="%s">(.*?)</g>' % panel, flat_html, re.S)
+    check(group is not None, f"flat: no {panel} frame")
+    labels = re.findall(r'text-anchor="end" fill="#444">([^<]*)</text>', group.group(1) if group else "")
+    check(len(labels) >= 2 and len(set(labels)) == len(labels), f"flat: {panel} axis labels {labels}")
+check(">541k tokens/s<" in flat_html, "flat: median throughput not shown as 541k tokens/s")
 
 # Independent runs (a sweep: each log starts fresh) are compared, not joined: one colour per
 # run, a legend naming each by what tells their paths apart, a summary row per run, and no

@@ -441,5 +441,13 @@ TEST(Planner, ReportLineNamesHostRankGpuNicCpus) {
             "railyard: host=n1 rank=0 gpu=none nic=none cpus=0-1");
 }
 
+TEST(Planner, ReportLineNamesTheDriverThatPassedTheCudaCheck) {
+  StepPlan plan = plan_step(dgx(), request(8, 8));
+  plan.driver = "580.159.04(CUDA<=13.0)";
+  EXPECT_EQ(format_task_report(plan, plan.tasks[0]),
+            "railyard: host=dgx01 rank=0 gpu=" + dgx().gpus[0].pci_bus_id +
+                " nic=" + nic_of_gpu(0) + " cpus=0-15 driver=580.159.04(CUDA<=13.0)");
+}
+
 }  // namespace
 }  // namespace railyard

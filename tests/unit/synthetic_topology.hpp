@@ -27,6 +27,13 @@ class SyntheticNode {
     sockets_[socket].roots.push_back(id);
     return id;
   }
+  // A PCIe host bridge hwloc knows no locality for (a VM's PCI bus, sysfs numa_node -1): it
+  // hangs off the Machine object, after the sockets.
+  int host_bridge_without_locality() {
+    const int id = add(Object(Kind::kHostBridge, -1));
+    loose_roots_.push_back(id);
+    return id;
+  }
   // A PCI-to-PCI bridge (a root port, or a switch's upstream or downstream port).
   int bridge(int parent) { return add(Object(Kind::kBridge, parent)); }
   // A PCIe switch: an upstream port under `parent`; downstream ports are bridge(switch).
@@ -34,8 +41,12 @@ class SyntheticNode {
   // A downstream port of `sw` with one device behind it; returns the port.
   int port(int sw) { return bridge(sw); }
 
-  void gpu(int parent, unsigned pci_class = 0x0302, const std::string& uuid = "") {
+  // A GPU with hwloc's CUDA OS device (its model) and, given a uuid, its NVML OS device; a
+  // bare GPU has neither, as where hwloc lacks those components.
+  void gpu(int parent, unsigned pci_class = 0x0302, const std::string& uuid = "",
+           bool bare = false) {
     Object o(Kind::kGpu, parent);
+    o.bare = bare;
     o.vendor = 0x10de;
     o.device = 0x2330;
     o.pci_class = pci_class;
@@ -89,6 +100,7 @@ class SyntheticNode {
       for (int root : socket.roots) out += emit(root, 0);
       out += "</object>\n";
     }
+    for (int root : loose_roots_) out += emit(root, 0);
     out += "</object>\n</topology>\n";
     return out;
   }
@@ -116,6 +128,7 @@ class SyntheticNode {
     std::string netdev;
     std::string uuid;
     std::string port_state;
+    bool bare = false;
     int index = 0;
     std::vector<int> children;
   };
@@ -191,7 +204,7 @@ class SyntheticNode {
     std::string out = "<object type=\"PCIDev\" pci_busid=\"" + busid + "\" pci_type=\"" +
                       hex(o.pci_class, 4) + " [" + hex(o.vendor, 4) + ":" + hex(o.device, 4) +
                       "] [0000:0000] 00\">\n";
-    if (o.kind == Kind::kGpu) {
+    if (o.kind == Kind::kGpu && !o.bare) {
       const std::string n = std::to_string(o.index);
       out += "<object type=\"OSDev\" name=\"cuda" + n +
              "\" subtype=\"CUDA\" osdev_type=\"5\"><info name=\"GPUModel\" "
@@ -215,6 +228,7 @@ class SyntheticNode {
 
   std::vector<Socket> sockets_;
   std::vector<Object> objects_;
+  std::vector<int> loose_roots_;
   int next_cpu_ = 0;
   int next_bus_ = 0;
   int gpus_ = 0;

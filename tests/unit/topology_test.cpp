@@ -130,6 +130,54 @@ TEST(Topology, UuidComesFromNvmlData) {
   EXPECT_EQ(t.gpus[0].uuid, "GPU-0123abcd-0000-1111-2222-333344445555");
 }
 
+// hwloc hangs a device it knows no locality for off the Machine object; its NUMA node is then
+// unknown (-1, "NUMA ?"), never the machine's first, and its cpus are the machine's.
+TEST(Topology, DeviceWithoutLocalityHasUnknownNuma) {
+  SyntheticNode node;
+  node.add_socket(8);
+  node.add_socket(8);
+  node.gpu(node.bridge(node.host_bridge(0)));
+  node.gpu(node.bridge(node.host_bridge(1)));
+  const int loose = node.bridge(node.host_bridge_without_locality());
+  node.gpu(loose);
+  node.nic(loose, "mlx5_0", "ib0");
+  const Topology t = load_topology_xml(node.write("no-locality"));
+  ASSERT_EQ(t.gpus.size(), 3u);
+  EXPECT_EQ(t.gpus[0].numa_node, 0);
+  EXPECT_EQ(t.gpus[1].numa_node, 1);
+  EXPECT_EQ(t.gpus[2].numa_node, -1);
+  EXPECT_EQ(t.gpus[2].cpuset, "0-15");
+  ASSERT_EQ(t.nics.size(), 1u);
+  EXPECT_EQ(t.nics[0].numa_node, -1);
+  ASSERT_EQ(t.interfaces.size(), 1u);
+  EXPECT_EQ(t.interfaces[0].numa_node, -1);
+}
+
+// A single-socket VM (the GPU machine): the only NUMA node is not claimed for a device whose
+// PCI bus has no locality.
+TEST(Topology, OneSocketDeviceWithoutLocalityHasUnknownNuma) {
+  SyntheticNode node;
+  node.add_socket(16);
+  node.gpu(node.bridge(node.host_bridge_without_locality()));
+  const Topology t = load_topology_xml(node.write("vm"));
+  ASSERT_EQ(t.gpus.size(), 1u);
+  EXPECT_EQ(t.gpus[0].numa_node, -1);
+  EXPECT_EQ(t.gpus[0].cpuset, "0-15");
+  EXPECT_EQ(t.gpus[0].name, "NVIDIA H100 80GB HBM3");
+}
+
+// Without hwloc's NVML/CUDA OS devices a GPU has no name from hwloc.
+TEST(Topology, BareGpuHasNoNameFromHwloc) {
+  SyntheticNode node;
+  node.add_socket(4);
+  node.gpu(node.bridge(node.host_bridge(0)), 0x0302, "", /*bare=*/true);
+  const Topology t = load_topology_xml(node.write("bare"));
+  ASSERT_EQ(t.gpus.size(), 1u);
+  EXPECT_EQ(t.gpus[0].name, "");
+  EXPECT_EQ(t.gpus[0].uuid, "");
+  EXPECT_EQ(t.gpus[0].numa_node, 0);
+}
+
 TEST(Topology, AGpuListedTwiceIsAnError) {
   const std::string uuid = "GPU-0123abcd-0000-1111-2222-333344445555";
   SyntheticNode node;
