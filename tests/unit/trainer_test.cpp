@@ -228,14 +228,18 @@ TEST_F(TrainerTest, ADivergedStepStopsWithItsOwnExitCodeAndIsNeverSaved) {
 }
 
 // Raises SIGTERM from inside the first validation batch.
+// The count lives with the test: the trainer destroys its engine before run() returns.
 class SignalInValidationEngine : public SavingEngine {
  public:
-  using SavingEngine::SavingEngine;
+  SignalInValidationEngine(const GptConfig& g, Calls& calls, int& evaluations)
+      : SavingEngine(g, calls), evaluations_(evaluations) {}
   float evaluate(std::span<const int32_t> t, std::span<const int32_t> y, int B, int T) override {
-    if (++evaluations == 1) raise(SIGTERM);
+    if (++evaluations_ == 1) raise(SIGTERM);
     return RecordingEngine::evaluate(t, y, B, T);
   }
-  int evaluations = 0;
+
+ private:
+  int& evaluations_;
 };
 
 TEST_F(TrainerTest, ASignalDuringALongValidationStopsAtTheNextBatchWithACheckpoint) {
@@ -249,16 +253,13 @@ TEST_F(TrainerTest, ASignalDuringALongValidationStopsAtTheNextBatchWithACheckpoi
   c.signals = "TERM=exit";
   c.requeue = false;
   Calls calls;
-  SignalInValidationEngine* engine = nullptr;
+  int evaluations = 0;
   Trainer t(c, Communicator::world(),
             [&](const GptConfig& g, const EngineOptions&, Communicator&, uint64_t) {
-              auto e = std::make_unique<SignalInValidationEngine>(g, calls);
-              engine = e.get();
-              return e;
+              return std::make_unique<SignalInValidationEngine>(g, calls, evaluations);
             });
   EXPECT_EQ(t.run(), exit_code::kStopped);
-  ASSERT_NE(engine, nullptr);
-  EXPECT_EQ(engine->evaluations, 1);
+  EXPECT_EQ(evaluations, 1);
   const std::vector<CheckpointInfo> infos = list_checkpoints(dir);
   ASSERT_EQ(infos.size(), 1u);
   EXPECT_EQ(infos[0].step, 1);  // the last completed step
