@@ -6,9 +6,9 @@
 
 #include "collective_error.hpp"
 #include "dataset_checksum.hpp"
-#include "railyard/direct_file.hpp"
 #include "hdf5_handle.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/direct_file.hpp"
 #include "railyard/mpi_comm.hpp"
 
 namespace railyard {
@@ -159,8 +159,16 @@ std::vector<uint64_t> tensor_digests(Team& team, const ParamLayout& layout, cons
 
 #endif
 
+// Creation properties of a group or dataset without HDF5's object timestamps, so two saves of
+// the same state are the same bytes (reproducible checkpoints).
+Id untimed_plist(hid_t cls) {
+  Id plist = h5::check_plist(H5Pcreate(cls), "H5Pcreate");
+  check(H5Pset_obj_track_times(plist.get(), false), "H5Pset_obj_track_times");
+  return plist;
+}
+
 Id make_group(hid_t parent, const char* name) {
-  Id gcpl = h5::check_plist(H5Pcreate(H5P_GROUP_CREATE), "H5Pcreate(group)");
+  Id gcpl = untimed_plist(H5P_GROUP_CREATE);
   // Tensors are listed in model order (h5py's keys() and our reader follow creation order).
   check(H5Pset_link_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
         "H5Pset_link_creation_order");
@@ -173,8 +181,9 @@ void write_small(Team& team, hid_t file, hid_t xfer, const char* name, hid_t fil
                  hid_t mem_type, const void* data, size_t n, size_t elem_bytes) {
   const hsize_t dims[1] = {static_cast<hsize_t>(n)};
   Id space = h5::check_space(H5Screate_simple(1, dims, nullptr), "H5Screate_simple");
+  Id dcpl = untimed_plist(H5P_DATASET_CREATE);
   Id dset = h5::check_dataset(
-      H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
       std::string("creating dataset ") + name);
   Id mspace = h5::check_space(H5Screate_simple(1, dims, nullptr), "H5Screate_simple");
   if (team.rank() != 0 || n == 0) {
@@ -202,8 +211,9 @@ void write_metadata(Team& team, hid_t f, hid_t xfer, const ckpt_format::Meta& me
   h5::write_attr_str(f, "created", ckpt_format::iso_time(meta.created_unix));
   h5::write_attr_u64(f, ckpt_format::kMetaChecksumAttr,
                      ckpt_format::meta_checksum(meta, ckpt_format::kVersion));
-  Id model = h5::check_group(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                             "creating group model");
+  Id model = h5::check_group(
+      H5Gcreate2(f, "model", H5P_DEFAULT, untimed_plist(H5P_GROUP_CREATE).get(), H5P_DEFAULT),
+      "creating group model");
   h5::write_attr_i64(model.get(), "vocab", meta.model.vocab);
   h5::write_attr_i64(model.get(), "padded_vocab", meta.model.padded_vocab);
   h5::write_attr_i64(model.get(), "max_seq", meta.model.max_seq);
@@ -215,8 +225,9 @@ void write_metadata(Team& team, hid_t f, hid_t xfer, const ckpt_format::Meta& me
   write_small(team, f, xfer, "rng_state", H5T_STD_U64LE, H5T_NATIVE_UINT64, p.rng_state.data(),
               p.rng_state.size(), 8);
   make_group(f, "params");
-  Id adam = h5::check_group(H5Gcreate2(f, "adam", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                            "creating group adam");
+  Id adam = h5::check_group(
+      H5Gcreate2(f, "adam", H5P_DEFAULT, untimed_plist(H5P_GROUP_CREATE).get(), H5P_DEFAULT),
+      "creating group adam");
   make_group(adam.get(), "m");
   make_group(adam.get(), "v");
 }
@@ -233,7 +244,7 @@ void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format
   const hid_t f = file.get();
   team.phase([&] { write_metadata(team, f, xfer.get(), meta); });
 
-  Id dcpl = h5::check_plist(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate(dcpl)");
+  Id dcpl = untimed_plist(H5P_DATASET_CREATE);
   // Every element is written, so HDF5 need not write fill values first.
   check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
   const Arrays arrays[3] = {{"params", s.params + s.begin}, {"adam/m", s.m}, {"adam/v", s.v}};
@@ -310,7 +321,7 @@ TensorOffsets write_checkpoint_skeleton(const std::string& path, const ParamLayo
   const hid_t f = file.get();
   Team team(nullptr);
   write_metadata(team, f, H5P_DEFAULT, meta);
-  Id dcpl = h5::check_plist(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate(dcpl)");
+  Id dcpl = untimed_plist(H5P_DATASET_CREATE);
   check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), "H5Pset_layout");
   // Space now, so each dataset has its file offset; never filled, the caller writes every byte.
   check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
