@@ -13,6 +13,26 @@ size_t AllocationPlan::add(const std::string& name, size_t bytes) {
   return offset;
 }
 
+std::vector<std::vector<size_t>> AllocationPlan::add_overlaid(
+    const std::string& name, const std::vector<std::vector<size_t>>& groups) {
+  auto aligned = [](size_t b) { return (b + kAlignBytes - 1) / kAlignBytes * kAlignBytes; };
+  std::vector<std::vector<size_t>> rel(groups.size());
+  size_t largest = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    size_t at = 0;
+    for (size_t bytes : groups[g]) {
+      rel[g].push_back(at);
+      at += aligned(bytes);
+    }
+    largest = std::max(largest, at);
+  }
+  const size_t base = add(name, largest);
+  for (auto& group : rel) {
+    for (size_t& off : group) off += base;
+  }
+  return rel;
+}
+
 std::string AllocationPlan::summary(size_t top) const {
   // Entries named "layer N: what" are summed per "what" so the report stays short.
   std::map<std::string, size_t> by_kind;

@@ -15,6 +15,11 @@ class AllocationPlan {
 
   // Reserves `bytes` under `name` (for the report) and returns its byte offset.
   size_t add(const std::string& name, size_t bytes);
+  // Buffers never live at the same time share one region: each group is one set of buffers
+  // live together, placed one after another (each aligned); the groups overlay each other.
+  // Reserves the largest group under `name` and returns every buffer's offset, group by group.
+  std::vector<std::vector<size_t>> add_overlaid(const std::string& name,
+                                                const std::vector<std::vector<size_t>>& groups);
   size_t total() const { return total_; }
   // The largest entries, one per line, for logs and out-of-memory messages.
   std::string summary(size_t top = 8) const;

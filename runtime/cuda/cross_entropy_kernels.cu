@@ -19,32 +19,41 @@ __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) 
   m = M;
 }
 
-// One block per row, 16-byte packs (Vp is a multiple of 8); the padding columns [V, Vp) are
-// skipped in the sums and get gradient 0.
+// Online (max, sum of exp) over the pack's columns below V.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    cross_entropy_kernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
-                         float dscale, bool write_grad) {
-  constexpr int kN = Pack<T>::kN;
-  __shared__ float sm[32], ss[32];
-  __shared__ float row_max, row_sum;
-  T* x = logits + size_t(blockIdx.x) * Vp;
-  const int tgt = targets[blockIdx.x];
-  float m = -INFINITY, s = 0.0f;
-  for (int j0 = threadIdx.x * kN; j0 < V; j0 += blockDim.x * kN) {
-    Pack<T> p = load_pack(x + j0);
+__device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p, int j0, int V) {
 #pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      if (j0 + k >= V) break;
-      float v = to_f(p.v[k]);
-      if (v > m) {
-        s = s * __expf(m - v) + 1.0f;
-        m = v;
-      } else {
-        s += __expf(v - m);
-      }
+  for (int k = 0; k < Pack<T>::kN; ++k) {
+    if (j0 + k >= V) break;
+    float v = to_f(p.v[k]);
+    if (v > m) {
+      s = s * __expf(m - v) + 1.0f;
+      m = v;
+    } else {
+      s += __expf(v - m);
     }
   }
+}
+
+// dscale * (softmax - onehot) for the pack's columns; 0 for padding and ignored rows.
+template <typename T>
+__device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, float M, float inv,
+                                            float dscale) {
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kN; ++k) {
+    int j = j0 + k;
+    float g = 0.0f;
+    if (j < V && tgt >= 0) g = (__expf(to_f(p.v[k]) - M) * inv - (j == tgt ? 1.0f : 0.0f)) * dscale;
+    p.v[k] = from_f<T>(g);
+  }
+  return p;
+}
+
+// The row's (max, sum) from every thread's pair; thread 0 writes the loss. Returns (max, 1/sum).
+__device__ __forceinline__ float2 finish_row(float m, float s, float* losses, float target_logit,
+                                             int tgt) {
+  __shared__ float sm[32], ss[32];
+  __shared__ float row_max, row_sum;
   for (int o = 16; o > 0; o >>= 1) {
     float m2 = __shfl_xor_sync(0xffffffffu, m, o);
     float s2 = __shfl_xor_sync(0xffffffffu, s, o);
@@ -61,32 +70,78 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 1; w < int(blockDim.x / 32); ++w) combine(M, S, sm[w], ss[w]);
     row_max = M;
     row_sum = S;
-    losses[blockIdx.x] = tgt < 0 ? 0.0f : logf(S) + M - to_f(x[tgt]);
+    losses[blockIdx.x] = tgt < 0 ? 0.0f : logf(S) + M - target_logit;
   }
   __syncthreads();
+  return make_float2(row_max, 1.0f / row_sum);
+}
+
+// One block per row, 16-byte packs (Vp is a multiple of 8); the padding columns [V, Vp) are
+// skipped in the sums and get gradient 0. The row is read twice (for rows too long to stage).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_kernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
+                         float dscale, bool write_grad) {
+  constexpr int kN = Pack<T>::kN;
+  T* x = logits + size_t(blockIdx.x) * Vp;
+  const int tgt = targets[blockIdx.x];
+  float m = -INFINITY, s = 0.0f;
+  for (int j0 = threadIdx.x * kN; j0 < V; j0 += blockDim.x * kN) {
+    accumulate(m, s, load_pack(x + j0), j0, V);
+  }
+  const float2 r = finish_row(m, s, losses, tgt < 0 ? 0.0f : to_f(x[tgt]), tgt);
   if (!write_grad) return;
-  const float M = row_max, inv = 1.0f / row_sum;
   for (int j0 = threadIdx.x * kN; j0 < Vp; j0 += blockDim.x * kN) {
-    Pack<T> p = load_pack(x + j0);
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      int j = j0 + k;
-      float g = 0.0f;
-      if (j < V && tgt >= 0)
-        g = (__expf(to_f(p.v[k]) - M) * inv - (j == tgt ? 1.0f : 0.0f)) * dscale;
-      p.v[k] = from_f<T>(g);
-    }
-    store_pack(x + j0, p);
+    store_pack(x + j0, gradient(load_pack(x + j0), j0, V, tgt, r.x, r.y, dscale));
   }
 }
+
+// The same with the row staged in shared memory (Vp / kN packs), so it is read from device
+// memory once: a bf16 row of GPT-2's 50304 columns takes 98 KiB, two blocks per multiprocessor.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_staged_kernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
+                                float dscale, bool write_grad) {
+  constexpr int kN = Pack<T>::kN;
+  extern __shared__ __align__(16) unsigned char staged[];
+  Pack<T>* row = reinterpret_cast<Pack<T>*>(staged);
+  T* x = logits + size_t(blockIdx.x) * Vp;
+  const int tgt = targets[blockIdx.x], packs = Vp / kN;
+  float m = -INFINITY, s = 0.0f;
+#pragma unroll 4
+  for (int q = threadIdx.x; q < packs; q += blockDim.x) {
+    Pack<T> p = load_pack(x + q * kN);
+    row[q] = p;  // read back below by this same thread only
+    accumulate(m, s, p, q * kN, V);
+  }
+  const float2 r = finish_row(m, s, losses, tgt < 0 ? 0.0f : to_f(x[tgt]), tgt);
+  if (!write_grad) return;
+  for (int q = threadIdx.x; q < packs; q += blockDim.x) {
+    store_pack(x + q * kN, gradient(row[q], q * kN, V, tgt, r.x, r.y, dscale));
+  }
+}
+
+// Staging pays while two blocks still fit a multiprocessor (228 KiB of shared memory on H100
+// and H200).
+constexpr size_t kMaxStagedBytes = 112 * 1024;
 
 }  // namespace
 
 template <typename T>
 void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* targets, int N, int V,
                                     int Vp, float dscale, bool write_grad, cudaStream_t stream) {
-  cross_entropy_kernel<T>
-      <<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dscale, write_grad);
+  const size_t row_bytes = size_t(Vp) * sizeof(T);
+  if (row_bytes <= kMaxStagedBytes) {
+    if (row_bytes > 48 * 1024) {
+      RY_CUDA(cudaFuncSetAttribute(cross_entropy_staged_kernel<T>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes)));
+    }
+    cross_entropy_staged_kernel<T>
+        <<<N, kThreads, row_bytes, stream>>>(logits, losses, targets, V, Vp, dscale, write_grad);
+  } else {
+    cross_entropy_kernel<T>
+        <<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dscale, write_grad);
+  }
   RY_CUDA_LAUNCHED();
 }
 

@@ -109,19 +109,29 @@ class CudaEngine final : public Engine {
   static constexpr bool kFp32 = std::is_same_v<T, float>;
   // ZeRO-1 over several ranks: checkpoints gather the moments through host memory anyway.
   bool sharded_state() const { return opts_.zero_stage == 1 && comm_.size() > 1; }
+  // Positions per chunk of the LM head: 4096 x 50304 bf16 logits are 412 MB instead of 1.6 GB
+  // for the whole 16 x 1024 batch, and each chunk's products are still large.
+  static constexpr size_t kHeadRows = 4096;
 
   void plan_memory();
   int check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
                   int Tn) const;
   void forward(int B, int Tn);
+  // The LM head and the loss, in chunks of kHeadRows positions so only one chunk's logits exist
+  // at a time; with grad, also the head's backward: dlnf into dB_, the wte gradient (+)= .
+  void loss_head(int N, float dscale, bool grad, bool acc);
   // The attention block of layer l: from ln1 to atty, and from d(atty) in dB_ to dqkv in qkv_.
   void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
   void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
   bool fused_attention() const;
+  // dW (+)= dY^T X and db (+)= column sums of dY: the sums in the product's epilogue where
+  // cuBLASLt offers it (when writing), else the two-pass kernel.
+  void weight_and_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int I, int O,
+                            bool acc);
   // Picks the attention (cuDNN's fused one for bf16 where built and supported) and returns the
   // workspace bytes it needs at the planned shape.
   size_t choose_attention();
-  void backward(int B, int Tn, bool exchange);
+  void backward(int B, int Tn, bool exchange, bool acc);
   // Queues the copy of the per-position losses to the host; sum_losses waits for it alone.
   void fetch_losses(int N);
   double sum_losses(int N);
@@ -172,7 +182,8 @@ class CudaEngine final : public Engine {
   // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
   // saves clearing the whole buffer every step.
   bool overwrite_grads_ = false;
-  // One rank averages nothing: NCCL is skipped unless bf16 reduction asks for its rounding.
+  // One rank averages nothing: NCCL is skipped unless bf16 reduction asks for its rounding;
+  // without it, nccl_ and exchange_ stay empty.
   bool exchange_needed_ = true;
 
   std::unique_ptr<InputPipeline> input_;
@@ -283,14 +294,18 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
   refresh_compute_copy();
 
-  nccl_ = std::make_unique<NcclComm>(comm_);
-  std::vector<GradBucket> buckets;
-  for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
-  buckets.push_back({0, lp_.front().begin});     // embeddings: final only after the whole backward
-  buckets.push_back({lp_.back().end, padded_});  // lnf: final first
+  // One rank has nothing to average: no NCCL communicator (nor its buffers) at all, unless bf16
+  // reduction asks for the rounding that its exchange applies.
   exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
-  exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
-                                                 std::move(buckets), opts_.reduce_bf16);
+  if (exchange_needed_) {
+    nccl_ = std::make_unique<NcclComm>(comm_);
+    std::vector<GradBucket> buckets;
+    for (const LayerParams& q : lp_) buckets.push_back({q.begin, q.end});
+    buckets.push_back({0, lp_.front().begin});  // embeddings: final only after the whole backward
+    buckets.push_back({lp_.back().end, padded_});  // lnf: final first
+    exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
+                                                   std::move(buckets), opts_.reduce_bf16);
+  }
   const size_t state_end = std::min(total_, shard_begin_ + shard_size_);
   // Last, so the reserve takes only what the plan, NCCL and cuBLASLt left (256 MiB spare).
   snapshots_ = std::make_unique<DeviceSnapshots>(
@@ -334,7 +349,6 @@ void CudaEngine<T>::plan_memory() {
   size_t o_loss = plan.add("losses", N * f);
   const size_t attn_ws = choose_attention();
   const bool fused = fused_attention();
-  size_t o_attn_ws = plan.add("attention workspace", attn_ws);
 
   struct LayerOffsets {
     size_t resid, ln1, ln1m, ln1r, qkvp, probs, stats, atty, mid, ln2, ln2m, ln2r, fc, gelu;
@@ -370,13 +384,17 @@ void CudaEngine<T>::plan_memory() {
   size_t o_lnf = plan.add("lnf", NC * e);
   size_t o_lnfm = plan.add("lnf stats", N * f);
   size_t o_lnfr = plan.add("lnf stats", N * f);
-  size_t o_logits = plan.add("logits / dlogits", N * size_t(Vp_) * e);
-  size_t o_qkv = plan.add("scratch: qkv", 3 * NC * e);
-  size_t o_oh = fused ? 0 : plan.add("scratch: heads", NC * e);
-  size_t o_dprobs = fused ? 0 : plan.add("scratch: dprobs", probs * e);
-  size_t o_dqkvp = fused ? 0 : plan.add("scratch: dqkv heads", 3 * NC * e);
-  size_t o_d4 = plan.add("scratch: mlp grad", 4 * NC * e);
-  size_t o_dA = plan.add("scratch: grad A", NC * e);
+  // The logits live only inside loss_head, between forward and backward; the attention's
+  // workspace and these scratch buffers only inside forward and backward: one region for both.
+  const auto overlaid =
+      plan.add_overlaid("logits / attention workspace and scratch",
+                        {{std::min(N, kHeadRows) * size_t(Vp_) * e},
+                         {attn_ws, 3 * NC * e, 4 * NC * e, NC * e, fused ? 0 : NC * e,
+                          fused ? 0 : probs * e, fused ? 0 : 3 * NC * e}});
+  const size_t o_logits = overlaid[0][0];
+  const size_t o_attn_ws = overlaid[1][0], o_qkv = overlaid[1][1], o_d4 = overlaid[1][2],
+               o_dA = overlaid[1][3], o_oh = overlaid[1][4], o_dprobs = overlaid[1][5],
+               o_dqkvp = overlaid[1][6];
   size_t o_dB = plan.add("scratch: grad B", NC * e);
   size_t o_dresid = plan.add("scratch: residual grad", NC * e);
   const size_t n_partials =
@@ -526,7 +544,30 @@ void CudaEngine<T>::forward(int B, int Tn) {
                                  w(lnfw_), w(lnfb_), N, C_, stream_);
     }
   }
-  mm.linear_forward(logits_, lnf_, w(wte_), nullptr, N, C_, Vp_, dt, stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::loss_head(int N, float dscale, bool grad, bool acc) {
+  const cudaDataType_t dt = cuda_dtype<T>();
+  for (int r0 = 0; r0 < N; r0 += int(kHeadRows)) {
+    const int rows = std::min(N - r0, int(kHeadRows));
+    const T* x = lnf_ + size_t(r0) * C_;
+    mm_->linear_forward(logits_, x, w(wte_), nullptr, rows, C_, Vp_, dt, stream_);
+    cross_entropy_forward_backward(logits_, losses_ + r0, targets_ + r0, rows, V_, Vp_, dscale,
+                                   grad, stream_);
+    if (!grad) continue;
+    mm_->linear_backward_input(dB_ + size_t(r0) * C_, logits_, w(wte_), rows, C_, Vp_, dt, false,
+                               stream_);
+    mm_->linear_backward_weight(g(wte_), logits_, x, rows, C_, Vp_, dt, acc || r0 > 0, stream_);
+  }
+}
+
+template <typename T>
+void CudaEngine<T>::weight_and_bias_grad(float* dw, float* db, const T* dy, const T* x, int N,
+                                         int I, int O, bool acc) {
+  if (!mm_->linear_backward_weight(dw, dy, x, N, I, O, cuda_dtype<T>(), acc, stream_, db)) {
+    bias_grad(db, partials_, dy, N, O, acc, stream_);
+  }
 }
 
 template <typename T>
@@ -589,19 +630,14 @@ void CudaEngine<T>::attention_block_backward(LayerActs<T>& a, const AttentionSha
 }
 
 template <typename T>
-void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
+void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   const int N = B * Tn;
   const cudaDataType_t dt = cuda_dtype<T>();
   const AttentionShape shape{B, Tn, H_, C_ / H_};
   Matmul& mm = *mm_;
   const size_t n4 = size_t(N) * 4 * C_;
-  // Every gradient is written once per backward: the first after zero_grad overwrites.
-  const bool acc = !overwrite_grads_;
-  overwrite_grads_ = false;
   float* part = partials_;
-  // LM head (tied to wte) and the final LayerNorm.
-  mm.linear_backward_input(dB_, logits_, w(wte_), N, C_, Vp_, dt, false, stream_);
-  mm.linear_backward_weight(g(wte_), logits_, lnf_, N, C_, Vp_, dt, acc, stream_);
+  // The final LayerNorm (the LM head's backward ran with the loss).
   layernorm_backward(dresid_, g(lnfw_), g(lnfb_), part, dB_, resid_final_, w(lnfw_), lnf_mean_,
                      lnf_rstd_, N, C_, false, acc, stream_);
   if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
@@ -616,11 +652,9 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
     // MLP: dresid is the gradient of the layer's output.
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
-    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
-    bias_grad(g(p.mpb), part, dresid_, N, C_, acc, stream_);
+    weight_and_bias_grad(g(p.mpw), g(p.mpb), dresid_, a.gelu, N, 4 * C_, C_, acc);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, acc, stream_);
-    bias_grad(g(p.fcb), part, d4_, N, 4 * C_, acc, stream_);
+    weight_and_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, C_, 4 * C_, acc);
     layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), part, dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
                        a.ln2_rstd, N, C_, true, acc, stream_);
     // Attention.
@@ -629,12 +663,10 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange) {
                         stream_);
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
-    bias_grad(g(p.projb), part, dresid_, N, C_, acc, stream_);
+    weight_and_bias_grad(g(p.projw), g(p.projb), dresid_, a.atty, N, C_, C_, acc);
     attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
-    bias_grad(g(p.qkvb), part, qkv_, N, 3 * C_, acc, stream_);
+    weight_and_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, C_, 3 * C_, acc);
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), part, dB_, a.resid, w(p.ln1w), a.ln1_mean,
                        a.ln1_rstd, N, C_, true, acc, stream_);
     if (exchange) exchange_->launch(size_t(l), stream_);
@@ -683,9 +715,12 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   forward(B, Tn);
   const int N = B * Tn;
   float dscale = scored > 0 ? grad_scale / float(scored) : 0.0f;
-  cross_entropy_forward_backward(logits_, losses_, targets_, N, V_, Vp_, dscale, true, stream_);
+  // Every gradient is written once per backward: the first after zero_grad overwrites.
+  const bool acc = !overwrite_grads_;
+  overwrite_grads_ = false;
+  loss_head(N, dscale, true, acc);
   fetch_losses(N);
-  backward(B, Tn, last_micro_step && exchange_needed_);
+  backward(B, Tn, last_micro_step && exchange_needed_, acc);
   // Waits for the forward pass only: backward keeps the GPU busy while the host moves on.
   double s = sum_losses(N);
   return scored > 0 ? float(s / scored) : 0.0f;
@@ -697,7 +732,7 @@ float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const i
   int scored = check_batch(tokens, targets, B, Tn);
   std::tie(tokens_, targets_) = input_->stage(tokens, targets, stream_);
   forward(B, Tn);
-  cross_entropy_forward_backward(logits_, losses_, targets_, B * Tn, V_, Vp_, 0.0f, false, stream_);
+  loss_head(B * Tn, 0.0f, false, false);
   fetch_losses(B * Tn);
   double s = sum_losses(B * Tn);
   return scored > 0 ? float(s / scored) : 0.0f;

@@ -16,6 +16,8 @@ __global__ void sum_partial_columns_kernel(float* out_lo, float* out_hi, int spl
   const int col = blockIdx.x * 32 + threadIdx.x;
   float s = 0.0f;
   if (col < cols) {
+    // Unrolled so several loads are in flight; the additions stay in row order.
+#pragma unroll 8
     for (int r = threadIdx.y; r < rows; r += kLanes) s += partials[size_t(r) * cols + col];
   }
   part[threadIdx.y][threadIdx.x] = s;

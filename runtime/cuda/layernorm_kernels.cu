@@ -9,9 +9,10 @@ namespace railyard::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // rows per block, one warp each
-// Blocks of the backward pass: two per multiprocessor of an H100/H200 keep it busy; more would
-// only lengthen the partials that the second pass sums.
-constexpr int kMaxBackwardBlocks = 264;
+// Blocks of the backward pass: three per multiprocessor of an H100/H200 (132 of them), as many
+// as registers (80 per thread at C = 768, bf16) and shared memory (48 KiB each) let stay
+// resident; more would only lengthen the partials that the second pass sums.
+constexpr int kMaxBackwardBlocks = 396;
 
 // Above 48 KiB of dynamic shared memory a kernel must opt in (wide rows: C > 768).
 template <typename Kernel>
@@ -105,44 +106,50 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, c
   write_block_partials(partials, acc, C);
 }
 
-// The same with each lane's columns fixed (packs lane, lane + 32, ...; at most P of them), so
-// dw and db accumulate in registers and the row stays in registers between its two passes.
+// The same with each lane's columns fixed (packs lane, lane + 32, ...; at most P of them): the
+// row stays in registers (as loaded, 16-bit for bf16) between its two passes, and dw, db
+// accumulate in the warp's slice of shared memory, w is read again per row (from L1).
+// Registers are what limits how many warps a multiprocessor holds, and so how many rows' loads
+// are in flight.
 template <typename T, int P>
-__global__ void layernorm_backward_packed_kernel(T* dx, float* partials, const T* dy, const T* x,
-                                                 const T* w, const float* mean, const float* rstd,
-                                                 int N, int C, bool accumulate) {
+__global__ void __launch_bounds__(kWarps * 32, 3)
+    layernorm_backward_packed_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
+                                     const float* mean, const float* rstd, int N, int C,
+                                     bool accumulate) {
   constexpr int kN = Pack<T>::kN;
   extern __shared__ float acc[];  // [kWarps][dw[C], db[C]]
   const int lane = threadIdx.x % 32, packs = C / kN;
-  float adw[P][kN] = {}, adb[P][kN] = {}, wv[P][kN];
+  // The warp's own slice; each lane only ever touches its own columns, so no barrier is needed
+  // until the block adds the slices.
+  float* adw = acc + (threadIdx.x / 32) * 2 * C;
+  float* adb = adw + C;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     int q = lane + 32 * i;
     if (q < packs) {
-      Pack<T> pw = load_pack(w + q * kN);
 #pragma unroll
-      for (int k = 0; k < kN; ++k) wv[i][k] = to_f(pw.v[k]);
+      for (int k = 0; k < kN; ++k) adw[q * kN + k] = adb[q * kN + k] = 0.0f;
     }
   }
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
     const float m = mean[row], r = rstd[row];
-    float dyv[P][kN], xh[P][kN];
+    Pack<T> pd[P], px[P];
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       int q = lane + 32 * i;
       if (q < packs) {
-        Pack<T> pd = load_pack(dy + size_t(row) * C + q * kN);
-        Pack<T> px = load_pack(x + size_t(row) * C + q * kN);
+        pd[i] = load_pack(dy + size_t(row) * C + q * kN);
+        px[i] = load_pack(x + size_t(row) * C + q * kN);
+        Pack<T> pw = load_pack(w + q * kN);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          dyv[i][k] = to_f(pd.v[k]);
-          xh[i][k] = (to_f(px.v[k]) - m) * r;
-          float g = dyv[i][k] * wv[i][k];
+          float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
+          float g = d * to_f(pw.v[k]);
           s1 += g;
-          s2 += g * xh[i][k];
-          adw[i][k] += dyv[i][k] * xh[i][k];
-          adb[i][k] += dyv[i][k];
+          s2 += g * xh;
+          adw[q * kN + k] += d * xh;
+          adb[q * kN + k] += d;
         }
       }
     }
@@ -153,27 +160,15 @@ __global__ void layernorm_backward_packed_kernel(T* dx, float* partials, const T
       int q = lane + 32 * i;
       if (q < packs) {
         T* dxp = dx + size_t(row) * C + q * kN;
-        Pack<T> out;
+        Pack<T> pw = load_pack(w + q * kN), out;
         if (accumulate) out = load_pack(dxp);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          float g = r * (dyv[i][k] * wv[i][k] - s1 - xh[i][k] * s2);
+          float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
+          float g = r * (d * to_f(pw.v[k]) - s1 - xh * s2);
           out.v[k] = from_f<T>(accumulate ? to_f(out.v[k]) + g : g);
         }
         store_pack(dxp, out);
-      }
-    }
-  }
-  // Every lane owns its packs, and the lanes cover the row: the warp's slice is fully written.
-  float* mine = acc + (threadIdx.x / 32) * 2 * C;
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    int q = lane + 32 * i;
-    if (q < packs) {
-#pragma unroll
-      for (int k = 0; k < kN; ++k) {
-        mine[q * kN + k] = adw[i][k];
-        mine[C + q * kN + k] = adb[i][k];
       }
     }
   }

@@ -88,6 +88,26 @@ void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_
   cuda::bias_grad(db.ptr(), partials.ptr(), dy.ptr(), N, O, false, s);
   r.same_bits(t + " linear backward weight, twice", dw.download(), first_dw);
   r.same_bits(t + " bias gradient, twice", db.download(), first_db);
+  // The bias gradient in the weight product's epilogue (BGRADB), where cuBLASLt offers it.
+  for (int k = 0; k < 2; ++k) {
+    dw.poison();
+    db.poison();
+    if (!mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(),
+                                   false, s, db.ptr())) {
+      std::printf("note %s: no bias-gradient epilogue for this shape\n", t.c_str());
+      break;
+    }
+    auto edw = dw.download(), edb = db.download();
+    if (k == 0) {
+      r.check(t + " linear backward weight + bias epilogue", edw, zdw, 1e-5);
+      r.check(t + " bias gradient in the epilogue", edb, zdb, 1e-5);
+      first_dw = edw;
+      first_db = edb;
+    } else {
+      r.same_bits(t + " bias gradient in the epilogue, twice", edb, first_db);
+      r.same_bits(t + " weight gradient with the epilogue, twice", edw, first_dw);
+    }
+  }
 
   // GELU in the epilogues: forward keeps the value before GELU; backward applies GELU'.
   DevArray<T> pre(y.n), dpre(size_t(N) * I), gy(y.n), gdx(size_t(N) * I);
@@ -299,9 +319,10 @@ void check_cudnn_attention(Report& r, std::mt19937_64& rng, cudaStream_t s) {
 }
 #endif
 
+// rows x Vp logits; rows of up to 112 KiB are staged in shared memory, longer ones read twice.
 template <typename T>
-void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s) {
-  std::string t = type_name<T>();
+void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N, int V, int Vp) {
+  std::string t = type_name<T>() + std::string(size_t(Vp) * sizeof(T) > 112 * 1024 ? " wide" : "");
   std::vector<int32_t> tgt(N);
   std::uniform_int_distribution<int> pick(0, V - 1);
   for (int i = 0; i < N; ++i) tgt[i] = i % 17 == 5 ? -1 : pick(rng);  // some ignored positions
@@ -392,7 +413,8 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_gelu<T>(r, rng, s);
   check_embedding<T>(r, rng, s);
   check_attention<T>(r, rng, mm, s);
-  check_cross_entropy<T>(r, rng, s);
+  check_cross_entropy<T>(r, rng, s, N, V, Vp);
+  check_cross_entropy<T>(r, rng, s, 24, 50257, 50304);  // GPT-2's: staged in bf16, not in fp32
   check_adamw<T>(r, rng, s);
 }
 
