@@ -27,6 +27,7 @@ struct EngineOptions {
   int micro_batch = 1;            // B, for the allocation plan
   int seq = 1;                    // T
   bool reserve_snapshot = false;  // device memory for periodic-checkpoint snapshots (CUDA)
+  bool cuda_graphs = true;        // launch the micro-step as CUDA graphs (CUDA)
   int cpu_threads = 0;            // BLAS threads on CPU; 0: this rank's CPUs (affinity mask,
                                   // shared by the local ranks when they are not bound)
 };

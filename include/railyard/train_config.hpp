@@ -45,7 +45,8 @@ struct TrainConfig {
   int zero = 0;
   bool recompute = false;
   std::string reduce_dtype = "fp32";
-  int cpu_threads = 0;  // BLAS threads per rank on CPU; 0: from the affinity mask
+  std::string cuda_graphs = "on";  // on | off
+  int cpu_threads = 0;             // BLAS threads per rank on CPU; 0: from the affinity mask
   // output
   int64_t log_every = 10;
   std::string log_json;

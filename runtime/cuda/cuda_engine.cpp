@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -36,6 +36,7 @@
 #include "railyard/communicator.hpp"
 #include "railyard/contract_env.hpp"
 #include "railyard/memory_alert.hpp"
+#include "step_graph.hpp"
 
 namespace railyard {
 namespace cuda {
@@ -85,7 +86,7 @@ class CudaEngine final : public Engine {
 
   const GptConfig& config() const override { return cfg_; }
   const ParamLayout& layout() const override { return layout_; }
-  std::string describe() const override { return describe_; }
+  std::string describe() const override { return describe_ + " " + graphs_->describe(); }
 
   void zero_grad() override;
   float forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
@@ -132,8 +133,18 @@ class CudaEngine final : public Engine {
   // workspace bytes it needs at the planned shape.
   size_t choose_attention();
   void backward(int B, int Tn, bool exchange, bool acc);
-  // Queues the copy of the per-position losses to the host; sum_losses waits for it alone.
-  void fetch_losses(int N);
+  // A phase of the micro-step (StepKey::phase): forward with the loss head, then backward.
+  enum Phase { kForwardPhase = 0, kBackwardPhase = 1 };
+  // Queues `launch` through the step's graphs, keyed by what changes its launches; eagerly at
+  // other than the planned batch shape (cuDNN may then take a workspace of its own, which a
+  // later shape can replace under a graph that still points at it).
+  void run_phase(Phase phase, int B, int Tn, bool acc, float scale,
+                 const std::function<void()>& launch);
+  // The batch to the device, into the fixed buffers tokens_ and targets_.
+  void stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets);
+  // Queues the copy of the per-position losses to the host; the event losses_ready_ marks it
+  // (recorded outside the step's graphs: the host waits on it); sum_losses waits for it alone.
+  void copy_losses(int N);
   double sum_losses(int N);
   void refresh_compute_copy();
   void settle_zero_grad();
@@ -163,8 +174,10 @@ class CudaEngine final : public Engine {
   bf16* reduce_scratch_ = nullptr;
   double* norm_acc_ = nullptr;
   float* clip_scale_ = nullptr;
-  std::array<int32_t*, 2> token_slots_{}, target_slots_{};
-  const int32_t *tokens_ = nullptr, *targets_ = nullptr;  // the batch being computed
+  std::array<int32_t*, 2> token_slots_{}, target_slots_{};  // the input pipeline's
+  // The batch being computed, copied from the pipeline's slot: fixed addresses, so the step's
+  // graphs do not depend on the slot.
+  int32_t *tokens_ = nullptr, *targets_ = nullptr;
   float* losses_ = nullptr;
 
   std::vector<LayerActs<T>> acts_;
@@ -187,6 +200,7 @@ class CudaEngine final : public Engine {
   bool exchange_needed_ = true;
 
   std::unique_ptr<InputPipeline> input_;
+  std::unique_ptr<StepGraphs> graphs_;  // the micro-step's phases as CUDA graphs
   std::unique_ptr<NcclComm> nccl_;
   std::unique_ptr<GradientExchange> exchange_;
 #if RAILYARD_HAVE_CUDNN
@@ -274,6 +288,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   plan_memory();
   describe_ += fused_attention() ? " attention:cudnn" : " attention:built-in";
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
+  graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs);
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
 
@@ -320,6 +335,7 @@ CudaEngine<T>::~CudaEngine() {
   exchange_.reset();
   nccl_.reset();
   input_.reset();
+  graphs_.reset();
   mm_.reset();
   if (losses_ready_ != nullptr) cudaEventDestroy(losses_ready_);
   if (norm_ready_ != nullptr) cudaEventDestroy(norm_ready_);
@@ -346,6 +362,8 @@ void CudaEngine<T>::plan_memory() {
     o_tok[k] = plan.add("tokens", N * sizeof(int32_t));
     o_tgt[k] = plan.add("targets", N * sizeof(int32_t));
   }
+  size_t o_step_tok = plan.add("tokens", N * sizeof(int32_t));
+  size_t o_step_tgt = plan.add("targets", N * sizeof(int32_t));
   size_t o_loss = plan.add("losses", N * f);
   const size_t attn_ws = choose_attention();
   const bool fused = fused_attention();
@@ -435,6 +453,8 @@ void CudaEngine<T>::plan_memory() {
     token_slots_[k] = mem_.as<int32_t>(o_tok[k]);
     target_slots_[k] = mem_.as<int32_t>(o_tgt[k]);
   }
+  tokens_ = mem_.as<int32_t>(o_step_tok);
+  targets_ = mem_.as<int32_t>(o_step_tgt);
   losses_ = mem_.as<float>(o_loss);
   acts_.resize(L_);
   for (int l = 0; l < L_; ++l) {
@@ -678,10 +698,26 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
 }
 
 template <typename T>
-void CudaEngine<T>::fetch_losses(int N) {
+void CudaEngine<T>::run_phase(Phase phase, int B, int Tn, bool acc, float scale,
+                              const std::function<void()>& launch) {
+  if (B != Bmax_ || Tn != Tmax_) return launch();
+  uint32_t scale_bits = 0;
+  std::memcpy(&scale_bits, &scale, sizeof scale_bits);
+  graphs_->run(StepKey{int(phase), B, Tn, acc, scale_bits}, stream_, launch);
+}
+
+template <typename T>
+void CudaEngine<T>::stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets) {
+  const auto [tok, tgt] = input_->stage(tokens, targets, stream_);
+  const size_t bytes = tokens.size() * sizeof(int32_t);
+  RY_CUDA(cudaMemcpyAsync(tokens_, tok, bytes, cudaMemcpyDeviceToDevice, stream_));
+  RY_CUDA(cudaMemcpyAsync(targets_, tgt, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+template <typename T>
+void CudaEngine<T>::copy_losses(int N) {
   RY_CUDA(cudaMemcpyAsync(host_scalars_.as<float>(), losses_, size_t(N) * sizeof(float),
                           cudaMemcpyDeviceToHost, stream_));
-  RY_CUDA(cudaEventRecord(losses_ready_, stream_));
 }
 
 template <typename T>
@@ -711,16 +747,26 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
                                       std::span<const int32_t> targets, int B, int Tn,
                                       float grad_scale, bool last_micro_step) {
   int scored = check_batch(tokens, targets, B, Tn);
-  std::tie(tokens_, targets_) = input_->stage(tokens, targets, stream_);
-  forward(B, Tn);
+  stage_batch(tokens, targets);
   const int N = B * Tn;
-  float dscale = scored > 0 ? grad_scale / float(scored) : 0.0f;
+  const float dscale = scored > 0 ? grad_scale / float(scored) : 0.0f;
   // Every gradient is written once per backward: the first after zero_grad overwrites.
   const bool acc = !overwrite_grads_;
   overwrite_grads_ = false;
-  loss_head(N, dscale, true, acc);
-  fetch_losses(N);
-  backward(B, Tn, last_micro_step && exchange_needed_, acc);
+  const bool exchange = last_micro_step && exchange_needed_;
+  run_phase(kForwardPhase, B, Tn, acc, dscale, [&] {
+    forward(B, Tn);
+    loss_head(N, dscale, true, acc);
+    copy_losses(N);
+  });
+  RY_CUDA(cudaEventRecord(losses_ready_, stream_));
+  // The gradient exchange's launches (another stream, events) stay out of the graphs.
+  auto back = [&] { backward(B, Tn, exchange, acc); };
+  if (exchange) {
+    back();
+  } else {
+    run_phase(kBackwardPhase, B, Tn, acc, 0.0f, back);
+  }
   // Waits for the forward pass only: backward keeps the GPU busy while the host moves on.
   double s = sum_losses(N);
   return scored > 0 ? float(s / scored) : 0.0f;
@@ -730,10 +776,11 @@ template <typename T>
 float CudaEngine<T>::evaluate(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                               int B, int Tn) {
   int scored = check_batch(tokens, targets, B, Tn);
-  std::tie(tokens_, targets_) = input_->stage(tokens, targets, stream_);
+  stage_batch(tokens, targets);
   forward(B, Tn);
   loss_head(B * Tn, 0.0f, false, false);
-  fetch_losses(B * Tn);
+  copy_losses(B * Tn);
+  RY_CUDA(cudaEventRecord(losses_ready_, stream_));
   double s = sum_losses(B * Tn);
   return scored > 0 ? float(s / scored) : 0.0f;
 }

@@ -65,6 +65,8 @@ po::options_description describe(TrainConfig& c) {
       ("recompute", po::bool_switch(&c.recompute), "recompute activations in backward (CUDA)")
       ("reduce-dtype", po::value(&c.reduce_dtype)->default_value(c.reduce_dtype),
        "bf16 | fp32: gradient all-reduce type (CUDA)")
+      ("cuda-graphs", po::value(&c.cuda_graphs)->default_value(c.cuda_graphs),
+       "on | off: launch forward and backward as CUDA graphs (CUDA)")
       ("cpu-threads", po::value(&c.cpu_threads)->default_value(c.cpu_threads),
        "BLAS threads per rank (CPU); 0 = this rank's CPUs, shared by the ranks of a node "
        "when they are not bound");
@@ -218,6 +220,7 @@ void validate(TrainConfig& c, const po::variables_map& vm) {
   one_of(c.precision, "precision", {"bf16", "fp32"});
   require(c.zero == 0 || c.zero == 1, "zero", "0 or 1", std::to_string(c.zero));
   one_of(c.reduce_dtype, "reduce-dtype", {"bf16", "fp32"});
+  one_of(c.cuda_graphs, "cuda-graphs", {"on", "off"});
   non_negative(c.cpu_threads, "cpu-threads");
   non_negative(c.log_every, "log-every");
   non_negative(c.val_every, "val-every");
@@ -352,6 +355,7 @@ std::string TrainConfig::to_json() const {
       {"zero", zero},
       {"recompute", recompute},
       {"reduce_dtype", reduce_dtype},
+      {"cuda_graphs", cuda_graphs},
       {"cpu_threads", cpu_threads},
       {"log_every", log_every},
       {"log_json", log_json},

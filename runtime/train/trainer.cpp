@@ -283,6 +283,7 @@ void Trainer::setup_engine(State& s) {
   opts.zero_stage = cfg_.zero;
   opts.recompute = cfg_.recompute;
   opts.reduce_bf16 = cfg_.reduce_dtype == "bf16";
+  opts.cuda_graphs = cfg_.cuda_graphs == "on";
   opts.micro_batch = cfg_.batch;
   opts.seq = cfg_.seq;
   opts.cpu_threads = cfg_.cpu_threads;

@@ -4,7 +4,8 @@
 // state saved on the GPU continues on the CPU and the other way round, matching step for step.
 // Also checks --recompute and bf16 gradient reduction, and reproducibility: two runs from the
 // same seed give the same bits (losses, gradient norms, parameters), and a run saved mid-way and
-// resumed in a fresh engine equals the uninterrupted one bit for bit. Exit 77 without a GPU.
+// resumed in a fresh engine equals the uninterrupted one bit for bit, and the step launched as
+// CUDA graphs equals the eager launches bit for bit. Exit 77 without a GPU.
 
 #include <algorithm>
 #include <cmath>
@@ -154,6 +155,39 @@ void check_reproducible(gpu_check::Report& r, const GptConfig& cfg, const std::v
   }
 }
 
+// The step replayed as CUDA graphs gives the bits of the eager launches, and the graphs really
+// ran (a capture that failed falls back to eager launches, which would make the comparison moot).
+void check_graphs_match_eager(gpu_check::Report& r, const GptConfig& cfg,
+                              const std::vector<Batch>& data, uint64_t seed) {
+  Communicator& comm = Communicator::world();
+  struct Variant {
+    const char* name;
+    const char* precision;
+    bool recompute, reduce_bf16;
+  };
+  for (const Variant& v :
+       {Variant{"bf16", "bf16", false, false}, Variant{"fp32", "fp32", false, false},
+        Variant{"bf16 --recompute", "bf16", true, false},
+        Variant{"bf16 reduce-bf16 (eager exchange)", "bf16", false, true}}) {
+    Trace eager, graphs;
+    EngineOptions o = options("cuda", v.precision);
+    o.recompute = v.recompute;
+    o.reduce_bf16 = v.reduce_bf16;
+    o.cuda_graphs = false;
+    run_traced(*make_engine(cfg, o, comm, seed), data, 0, kSteps, eager);
+    o.cuda_graphs = true;
+    auto engine = make_engine(cfg, o, comm, seed);
+    run_traced(*engine, data, 0, kSteps, graphs);
+    const std::string what = std::string("cuda ") + v.name + " graphs vs eager";
+    expect_same(r, what, eager, graphs);
+    const std::string d = engine->describe();
+    const bool ran = d.find("cuda-graphs:on (") != std::string::npos;
+    std::printf("%-4s %-44s %s\n", ran ? "ok" : "FAIL", (what + ": graphs ran").c_str(),
+                d.substr(d.find("cuda-graphs")).c_str());
+    if (!ran) r.fail(what + ": the graphs did not run (" + d + ")");
+  }
+}
+
 void print_losses(const char* what, const std::vector<double>& l) {
   std::printf("%-26s", what);
   for (size_t i = 0; i < l.size(); i += 4) std::printf(" %8.5f", l[i]);
@@ -224,6 +258,7 @@ int main() {
       if (!(worst <= 1e-4)) r.fail(what);
     }
     check_reproducible(r, cfg, data, seed);
+    check_graphs_match_eager(r, cfg, data, seed);
     return r.exit_code();
   } catch (const std::exception& e) {
     std::printf("FAILED with exception: %s\n", e.what());

@@ -65,8 +65,11 @@ TEST_F(TrainConfigTest, DefaultsAndCommandLine) {
   EXPECT_TRUE(c.recompute);
   EXPECT_FALSE(c.requeue);
   EXPECT_EQ(c.signals, "TERM=exit,USR1=requeue");
+  EXPECT_EQ(c.cuda_graphs, "on");
   nlohmann::json j = nlohmann::json::parse(c.to_json());
   EXPECT_EQ(j["steps"], 7);
+  EXPECT_EQ(j["cuda_graphs"], "on");
+  EXPECT_EQ(parse({"--data", p("a.h5"), "--cuda-graphs", "off"}).cuda_graphs, "off");
   EXPECT_EQ(j["data"][0], p("a.h5"));
 }
 
@@ -117,7 +120,7 @@ TEST_F(TrainConfigTest, HelpListsEveryOptionWithDefaults) {
                         "--zero",         "--recompute",
                         "--reduce-dtype", "--config",
                         "--metrics-file", "--metrics-interval",
-                        "--mem-alert"}) {
+                        "--mem-alert",    "--cuda-graphs"}) {
     EXPECT_NE(h.find(o), std::string::npos) << o;
   }
   EXPECT_NE(h.find("(=256)"), std::string::npos) << h;
@@ -150,6 +153,7 @@ TEST_F(TrainConfigTest, BadValuesNameTheOptionAndWhatIsAllowed) {
   expect_usage({"--data", d, "--device", "cpu", "--zero", "1"}, {"--zero", "--device cuda"});
   EXPECT_EQ(parse({"--data", d, "--device", "cpu"}).precision, "fp32");
   expect_usage({"--data", d, "--requeue", "maybe"}, {"--requeue", "on | off"});
+  expect_usage({"--data", d, "--cuda-graphs", "yes"}, {"--cuda-graphs", "on | off", "yes"});
   expect_usage({"--data", d, "--steps", "many"}, {"steps"});
   expect_usage({"--data", d, "--bogus"}, {"bogus"});
   expect_usage({"--data", d, "--mem-alert", "1.5"}, {"--mem-alert", "(0, 1]"});

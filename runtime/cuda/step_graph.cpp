@@ -1,0 +1,112 @@
+#include "step_graph.hpp"
+
+#include <cstdio>
+#include <exception>
+
+#include "cuda_check.hpp"
+
+namespace railyard::cuda {
+namespace {
+
+// Ends a capture that failed part-way, which returns the stream to ordinary use, and drops what
+// was recorded. The capture's own error is what ending an invalidated capture returns: expected
+// here, and not sticky, so it is cleared for the eager launches that follow.
+void abandon_capture(cudaStream_t stream) {
+  cudaGraph_t partial = nullptr;
+  if (cudaStreamEndCapture(stream, &partial) == cudaSuccess && partial != nullptr) {
+    cudaGraphDestroy(partial);
+  }
+  (void)cudaGetLastError();
+}
+
+}  // namespace
+
+StepGraphs::StepGraphs(bool enabled) : enabled_(enabled) {}
+
+StepGraphs::~StepGraphs() {
+  for (auto& [key, e] : graphs_) {
+    if (e.exec != nullptr) cudaGraphExecDestroy(e.exec);
+  }
+}
+
+void StepGraphs::run(const StepKey& key, cudaStream_t stream, const std::function<void()>& launch) {
+  if (!enabled_) return launch();
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    if (graphs_.size() >= kMaxKeys) {
+      if (!full_logged_) {
+        std::fprintf(stderr,
+                     "railyard: warning: more than %zu different step shapes or loss scales: "
+                     "the new ones run without CUDA graphs (same results, slower)\n",
+                     kMaxKeys);
+        full_logged_ = true;
+      }
+      return launch();
+    }
+    it = graphs_.emplace(key, Entry{}).first;
+  }
+  Entry& e = it->second;
+  if (e.exec == nullptr) {
+    // The first call is the warm-up; the second captures.
+    if (++e.calls < 2 || !capture(e, stream, launch)) return launch();
+  }
+  RY_CUDA(cudaGraphLaunch(e.exec, stream));
+  ++replays_;
+}
+
+bool StepGraphs::capture(Entry& e, cudaStream_t stream, const std::function<void()>& launch) {
+  cudaGraph_t graph = nullptr;
+  std::string why;
+  try {
+    RY_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      launch();
+    } catch (...) {
+      abandon_capture(stream);
+      throw;
+    }
+    RY_CUDA(cudaStreamEndCapture(stream, &graph));
+    RY_CUDA(cudaGraphInstantiate(&e.exec, graph, 0));
+  } catch (const std::exception& ex) {
+    why = ex.what();
+  }
+  if (graph != nullptr) {
+    cudaError_t err = cudaGraphDestroy(graph);  // the instantiated graph does not need it
+    if (err != cudaSuccess && why.empty()) why = cudaGetErrorString(err);
+  }
+  if (!why.empty()) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &status) != cudaSuccess ||
+        status != cudaStreamCaptureStatusNone) {
+      abandon_capture(stream);
+    }
+    if (e.exec != nullptr) cudaGraphExecDestroy(e.exec);
+    e.exec = nullptr;
+    (void)cudaGetLastError();
+    turn_off(why);
+    return false;
+  }
+  ++captured_;
+  return true;
+}
+
+void StepGraphs::turn_off(const std::string& why) {
+  enabled_ = false;
+  off_reason_ = why;
+  std::fprintf(stderr,
+               "railyard: warning: CUDA graphs turned off for the rest of the run, the step is "
+               "launched kernel by kernel (same results, slower): capturing it failed: %s\n",
+               why.c_str());
+}
+
+std::string StepGraphs::describe() const {
+  if (enabled_ && captured_ == 0) return "cuda-graphs:on";
+  if (enabled_) {
+    return "cuda-graphs:on (" + std::to_string(captured_) + " captured, " +
+           std::to_string(replays_) + " launches)";
+  }
+  if (off_reason_.empty()) return "cuda-graphs:off";
+  return "cuda-graphs:off (capture failed)";
+}
+
+}  // namespace railyard::cuda
