@@ -119,11 +119,11 @@ if has bench; then
 fi
 
 if has variants; then
-  # Other settings of the same model, no checkpoints: what --recompute and fp32 cost, and (with
+  # Other settings of the same model, no checkpoints: what --recompute and fp32 cost, (with
   # --grad-accum 4, four micro-steps per optimizer step) how much of a step is per-step overhead
-  # outside forward and backward.
+  # outside forward and backward, and what the CUDA graphs save (--cuda-graphs off).
   for v in "bf16-recompute:--precision bf16 --recompute" "bf16-accum4:--precision bf16 --grad-accum 4" \
-           "fp32:--precision fp32"; do
+           "bf16-nographs:--precision bf16 --cuda-graphs off" "fp32:--precision fp32"; do
     name=${v%%:*}
     log "variant: railyard-train cuda $name x1"
     rm -f "$W/railyard_${name}_x1.jsonl"
