@@ -1,4 +1,8 @@
 #include "bias_grad_kernels.hpp"
+
+#include <stdexcept>
+#include <string>
+
 #include "cuda_check.hpp"
 #include "device_math.cuh"
 #include "dtype.hpp"
@@ -8,25 +12,39 @@ namespace railyard::cuda {
 
 namespace {
 
-constexpr int kRowsPerBlock = 512;
+constexpr int kRowsPerBlock = 64;
+constexpr int kRowLanes = 8;
 
-// Block (32, 8): 32 adjacent columns read coalesced, 8 row lanes, one chunk of rows; the 8
-// lane sums meet in shared memory and the chunk's sum goes to its row of the partials.
+// Block (32, kRowLanes): 32 adjacent 16-byte packs of a row (256 bf16 columns) read in one
+// coalesced 512-byte access, kRowLanes row lanes, one chunk of rows. Each thread sums its pack's
+// columns over the rows lane, lane + kRowLanes, ... in order; the lane sums meet in shared memory
+// and are added in lane order, so every sum has one fixed grouping.
 template <typename T>
-__global__ void bias_grad_kernel(float* partials, const T* dy, int N, int O) {
-  __shared__ float part[8][33];
-  int col = blockIdx.x * 32 + threadIdx.x;
-  int row0 = blockIdx.y * kRowsPerBlock;
-  int row1 = min(N, row0 + kRowsPerBlock);
-  float s = 0.0f;
-  if (col < O) {
-    for (int r = row0 + threadIdx.y; r < row1; r += 8) s += to_f(dy[size_t(r) * O + col]);
+__global__ void __launch_bounds__(32 * kRowLanes)
+    bias_grad_kernel(float* partials, const T* dy, int N, int O) {
+  constexpr int kN = Pack<T>::kN;
+  __shared__ float part[kRowLanes][32 * kN];
+  const int pack = blockIdx.x * 32 + threadIdx.x;
+  const int row0 = blockIdx.y * kRowsPerBlock;
+  const int row1 = min(N, row0 + kRowsPerBlock);
+  float s[kN] = {};
+  if (pack * kN < O) {
+#pragma unroll 4
+    for (int r = row0 + threadIdx.y; r < row1; r += kRowLanes) {
+      const Pack<T> p = load_pack(dy + size_t(r) * O + size_t(pack) * kN);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) s[k] += to_f(p.v[k]);
+    }
   }
-  part[threadIdx.y][threadIdx.x] = s;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) part[threadIdx.y][threadIdx.x * kN + k] = s[k];
   __syncthreads();
-  if (threadIdx.y == 0 && col < O) {
+  // 32 * kRowLanes threads finish the block's 32 * kN columns, lane sums in lane order.
+  for (int c = threadIdx.y * 32 + threadIdx.x; c < 32 * kN; c += 32 * kRowLanes) {
+    const int col = blockIdx.x * 32 * kN + c;
+    if (col >= O) continue;
     float t = 0.0f;
-    for (int i = 0; i < 8; ++i) t += part[i][threadIdx.x];
+    for (int i = 0; i < kRowLanes; ++i) t += part[i][c];
     partials[size_t(blockIdx.y) * O + col] = t;
   }
 }
@@ -44,8 +62,13 @@ size_t bias_grad_partials(int N, int O) {
 template <typename T>
 void bias_grad(float* db, float* partials, const T* dy, int N, int O, bool accumulate,
                cudaStream_t stream) {
-  dim3 grid((O + 31) / 32, chunks(N));
-  bias_grad_kernel<<<grid, dim3(32, 8), 0, stream>>>(partials, dy, N, O);
+  if (O % Pack<T>::kN != 0) {
+    throw std::invalid_argument("bias_grad: " + std::to_string(O) +
+                                " columns, not whole 16-byte packs");
+  }
+  const int cols_per_block = 32 * Pack<T>::kN;
+  dim3 grid((O + cols_per_block - 1) / cols_per_block, chunks(N));
+  bias_grad_kernel<<<grid, dim3(32, kRowLanes), 0, stream>>>(partials, dy, N, O);
   RY_CUDA_LAUNCHED();
   sum_partial_columns(db, nullptr, O, partials, chunks(N), O, accumulate, stream);
 }

@@ -125,10 +125,6 @@ class CudaEngine final : public Engine {
   void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
   void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
   bool fused_attention() const;
-  // dW (+)= dY^T X and db (+)= column sums of dY: the sums in the product's epilogue where
-  // cuBLASLt offers it (when writing), else the two-pass kernel.
-  void weight_and_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int I, int O,
-                            bool acc);
   // Picks the attention (cuDNN's fused one for bf16 where built and supported) and returns the
   // workspace bytes it needs at the planned shape.
   size_t choose_attention();
@@ -583,14 +579,6 @@ void CudaEngine<T>::loss_head(int N, float dscale, bool grad, bool acc) {
 }
 
 template <typename T>
-void CudaEngine<T>::weight_and_bias_grad(float* dw, float* db, const T* dy, const T* x, int N,
-                                         int I, int O, bool acc) {
-  if (!mm_->linear_backward_weight(dw, dy, x, N, I, O, cuda_dtype<T>(), acc, stream_, db)) {
-    bias_grad(db, partials_, dy, N, O, acc, stream_);
-  }
-}
-
-template <typename T>
 bool CudaEngine<T>::fused_attention() const {
 #if RAILYARD_HAVE_CUDNN
   return fused_ != nullptr;
@@ -672,9 +660,11 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     // MLP: dresid is the gradient of the layer's output.
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
-    weight_and_bias_grad(g(p.mpw), g(p.mpb), dresid_, a.gelu, N, 4 * C_, C_, acc);
+    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
+    bias_grad(g(p.mpb), part, dresid_, N, C_, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
-    weight_and_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, C_, 4 * C_, acc);
+    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, acc, stream_);
+    bias_grad(g(p.fcb), part, d4_, N, 4 * C_, acc, stream_);
     layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), part, dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
                        a.ln2_rstd, N, C_, true, acc, stream_);
     // Attention.
@@ -683,10 +673,12 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
                         stream_);
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
-    weight_and_bias_grad(g(p.projw), g(p.projb), dresid_, a.atty, N, C_, C_, acc);
+    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
+    bias_grad(g(p.projb), part, dresid_, N, C_, acc, stream_);
     attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    weight_and_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, C_, 3 * C_, acc);
+    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
+    bias_grad(g(p.qkvb), part, qkv_, N, 3 * C_, acc, stream_);
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), part, dB_, a.resid, w(p.ln1w), a.ln1_mean,
                        a.ln1_rstd, N, C_, true, acc, stream_);
     if (exchange) exchange_->launch(size_t(l), stream_);

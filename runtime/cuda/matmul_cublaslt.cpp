@@ -45,7 +45,7 @@ Matmul::~Matmul() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-Matmul::Plan* Matmul::plan_for(const GemmCall& c) {
+Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
   Key key{c.trans_a,
           c.trans_b,
           c.m,
@@ -62,10 +62,9 @@ Matmul::Plan* Matmul::plan_for(const GemmCall& c) {
           static_cast<int>(c.gelu),
           c.stride_a,
           c.stride_b,
-          c.stride_d,
-          c.bias_grad != nullptr};
+          c.stride_d};
   auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second.get();
+  if (it != plans_.end()) return *it->second;
 
   auto p = std::make_unique<Plan>();
   RY_CUBLAS(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -83,17 +82,6 @@ Matmul::Plan* Matmul::plan_for(const GemmCall& c) {
     epi = CUBLASLT_EPILOGUE_DGELU;
   } else if (c.bias != nullptr) {
     epi = CUBLASLT_EPILOGUE_BIAS;
-  }
-  if (c.bias_grad != nullptr) {
-    if (c.bias != nullptr || c.gelu != GeluEpilogue::kNone || c.beta != 0.0f) {
-      throw std::logic_error("Matmul: the bias-gradient epilogue stands alone, with beta 0");
-    }
-    epi = CUBLASLT_EPILOGUE_BGRADB;
-    cudaDataType_t bias_type = CUDA_R_32F;  // gradients are fp32 whatever the operands
-    RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                             sizeof(bias_type)));
-    RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias_grad,
-                                             sizeof(c.bias_grad)));
   }
   RY_CUBLAS(
       cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
@@ -133,27 +121,17 @@ Matmul::Plan* Matmul::plan_for(const GemmCall& c) {
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->la, p->lb, p->ld, p->ld,
                                                      pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) p.reset();
-  if (p != nullptr) p->algo = result.algo;
-  return plans_.emplace(key, std::move(p)).first->second.get();
-}
-
-void Matmul::gemm(const GemmCall& c, cudaStream_t stream) {
-  if (!try_gemm(c, stream)) {
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     throw std::runtime_error("cuBLASLt found no algorithm for a " + std::to_string(c.m) + "x" +
                              std::to_string(c.n) + "x" + std::to_string(c.k) + " product (batch " +
                              std::to_string(c.batch) + ")");
   }
+  p->algo = result.algo;
+  return *plans_.emplace(key, std::move(p)).first->second;
 }
 
-bool Matmul::try_gemm(const GemmCall& c, cudaStream_t stream) {
-  Plan* found = plan_for(c);
-  if (found == nullptr) return false;
-  Plan& p = *found;
-  if (c.bias_grad != nullptr) {
-    RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias_grad,
-                                             sizeof(c.bias_grad)));
-  }
+void Matmul::gemm(const GemmCall& c, cudaStream_t stream) {
+  Plan& p = plan_for(c);
   if (c.bias != nullptr) {
     RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias,
                                              sizeof(c.bias)));
@@ -164,7 +142,6 @@ bool Matmul::try_gemm(const GemmCall& c, cudaStream_t stream) {
   }
   RY_CUBLAS(cublasLtMatmul(handle_, p.op, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, c.d, p.ld, c.d,
                            p.ld, &p.algo, workspace_.as<void>(), workspace_.bytes(), stream));
-  return true;
 }
 
 // Row-major M[r, c] is column-major M^T with leading dimension c; each product below is the
@@ -204,9 +181,8 @@ void Matmul::linear_backward_input(void* dx, const void* dy, const void* w, int 
   gemm(c, stream);
 }
 
-bool Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
-                                    cudaDataType_t t, bool accumulate, cudaStream_t stream,
-                                    float* dbias) {
+void Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
+                                    cudaDataType_t t, bool accumulate, cudaStream_t stream) {
   GemmCall c;  // dW^T[I,O] (+)= X^T[I,N] dY[N,O]
   c.trans_b = true;
   c.m = I, c.n = O, c.k = N;
@@ -215,13 +191,7 @@ bool Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, in
   c.d = dw, c.ldd = I;
   c.ab_type = t, c.d_type = CUDA_R_32F;
   c.beta = accumulate ? 1.0f : 0.0f;
-  if (dbias != nullptr && !accumulate) {
-    c.bias_grad = dbias;  // the sums over k = N of op(B) = dY
-    if (try_gemm(c, stream)) return true;
-    c.bias_grad = nullptr;
-  }
   gemm(c, stream);
-  return false;
 }
 
 }  // namespace railyard::cuda

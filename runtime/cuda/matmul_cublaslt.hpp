@@ -38,9 +38,6 @@ struct GemmCall {
   const void* bias = nullptr;
   GeluEpilogue gelu = GeluEpilogue::kNone;
   const void* aux = nullptr;  // the GELU input, laid out as D (leading dimension ldd)
-  // With beta 0 only: the column sums of op(B) over k (length n, fp32, D fp32) are written here
-  // by the epilogue (BGRADB), the bias gradient that comes with a weight gradient.
-  float* bias_grad = nullptr;
   int batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_d = 0;
 };
@@ -53,8 +50,6 @@ class Matmul {
   Matmul& operator=(const Matmul&) = delete;
 
   void gemm(const GemmCall& c, cudaStream_t stream);
-  // The same where cuBLASLt has an algorithm for it; false (nothing launched) where not.
-  bool try_gemm(const GemmCall& c, cudaStream_t stream);
 
   // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]); X, W, Y, bias of type `t`. With gelu_pre, Y is
   // GELU of that and gelu_pre [N,O] receives the value before GELU (bias required).
@@ -65,19 +60,15 @@ class Matmul {
   void linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
                              cudaDataType_t t, bool accumulate, cudaStream_t stream,
                              const void* gelu_pre = nullptr);
-  // dW[O,I] (fp32) (+= with accumulate, else =) dY[N,O]^T X[N,I]. With dbias and without
-  // accumulate, also dbias[O] = sum over rows of dY in the product's epilogue, if cuBLASLt
-  // offers that for the shape; returns whether dbias was written.
-  bool linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
-                              cudaDataType_t t, bool accumulate, cudaStream_t stream,
-                              float* dbias = nullptr);
+  // dW[O,I] (fp32) (+= with accumulate, else =) dY[N,O]^T X[N,I].
+  void linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
+                              cudaDataType_t t, bool accumulate, cudaStream_t stream);
 
  private:
   struct Plan;
   using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, int, bool, bool, int,
-                         int64_t, int64_t, int64_t, bool>;
-  // The cached plan, nullptr where cuBLASLt has no algorithm (remembered too).
-  Plan* plan_for(const GemmCall& c);
+                         int64_t, int64_t, int64_t>;
+  Plan& plan_for(const GemmCall& c);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

@@ -88,26 +88,6 @@ void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_
   cuda::bias_grad(db.ptr(), partials.ptr(), dy.ptr(), N, O, false, s);
   r.same_bits(t + " linear backward weight, twice", dw.download(), first_dw);
   r.same_bits(t + " bias gradient, twice", db.download(), first_db);
-  // The bias gradient in the weight product's epilogue (BGRADB), where cuBLASLt offers it.
-  for (int k = 0; k < 2; ++k) {
-    dw.poison();
-    db.poison();
-    if (!mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(),
-                                   false, s, db.ptr())) {
-      std::printf("note %s: no bias-gradient epilogue for this shape\n", t.c_str());
-      break;
-    }
-    auto edw = dw.download(), edb = db.download();
-    if (k == 0) {
-      r.check(t + " linear backward weight + bias epilogue", edw, zdw, 1e-5);
-      r.check(t + " bias gradient in the epilogue", edb, zdb, 1e-5);
-      first_dw = edw;
-      first_db = edb;
-    } else {
-      r.same_bits(t + " bias gradient in the epilogue, twice", edb, first_db);
-      r.same_bits(t + " weight gradient with the epilogue, twice", edw, first_dw);
-    }
-  }
 
   // GELU in the epilogues: forward keeps the value before GELU; backward applies GELU'.
   DevArray<T> pre(y.n), dpre(size_t(N) * I), gy(y.n), gdx(size_t(N) * I);
