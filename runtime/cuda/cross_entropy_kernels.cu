@@ -19,37 +19,54 @@ __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) 
   m = M;
 }
 
-// Online (max, sum of exp) over the pack's columns below V.
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x in one MUFU instruction: the pass over 50k columns a row is bound by instruction issue, so
+// each exponential is one FFMA (x log2 e - max log2 e) and this.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Online (max, sum of exp) over the pack's columns below V: at most one rescale per pack.
 template <typename T>
 __device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p, int j0, int V) {
+  constexpr int kN = Pack<T>::kN;
+  const int n = min(kN, V - j0);  // kN but in the last pack before the padding
+  float pm = -INFINITY;
 #pragma unroll
-  for (int k = 0; k < Pack<T>::kN; ++k) {
-    if (j0 + k >= V) break;
-    float v = to_f(p.v[k]);
-    if (v > m) {
-      s = s * __expf(m - v) + 1.0f;
-      m = v;
-    } else {
-      s += __expf(v - m);
-    }
+  for (int k = 0; k < kN; ++k) {
+    if (k < n) pm = fmaxf(pm, to_f(p.v[k]));
+  }
+  if (pm > m) {
+    s *= exp2_approx((m - pm) * kLog2e);
+    m = pm;
+  }
+  const float ml = m * kLog2e;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    if (k < n) s += exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -ml));
   }
 }
 
-// dscale * (softmax - onehot) for the pack's columns; 0 for padding and ignored rows.
+// dscale * (softmax - onehot) for the pack's columns; 0 for padding and ignored rows. Ml is the
+// row's max times log2 e, scale = dscale / sum.
 template <typename T>
-__device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, float M, float inv,
-                                            float dscale) {
+__device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, float Ml,
+                                            float scale, float dscale) {
+  constexpr int kN = Pack<T>::kN;
+  const int n = tgt < 0 ? 0 : min(kN, V - j0);
 #pragma unroll
-  for (int k = 0; k < Pack<T>::kN; ++k) {
-    int j = j0 + k;
-    float g = 0.0f;
-    if (j < V && tgt >= 0) g = (__expf(to_f(p.v[k]) - M) * inv - (j == tgt ? 1.0f : 0.0f)) * dscale;
+  for (int k = 0; k < kN; ++k) {
+    float g = k < n ? exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale : 0.0f;
+    if (j0 + k == tgt) g -= dscale;
     p.v[k] = from_f<T>(g);
   }
   return p;
 }
 
-// The row's (max, sum) from every thread's pair; thread 0 writes the loss. Returns (max, 1/sum).
+// The row's (max, sum) from every thread's pair; thread 0 writes the loss. Returns (max log2 e, 1/sum).
 __device__ __forceinline__ float2 finish_row(float m, float s, float* losses, float target_logit,
                                              int tgt) {
   __shared__ float sm[32], ss[32];
@@ -73,7 +90,7 @@ __device__ __forceinline__ float2 finish_row(float m, float s, float* losses, fl
     losses[blockIdx.x] = tgt < 0 ? 0.0f : logf(S) + M - target_logit;
   }
   __syncthreads();
-  return make_float2(row_max, 1.0f / row_sum);
+  return make_float2(row_max * kLog2e, 1.0f / row_sum);
 }
 
 // One block per row, 16-byte packs (Vp is a multiple of 8); the padding columns [V, Vp) are
@@ -92,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
   const float2 r = finish_row(m, s, losses, tgt < 0 ? 0.0f : to_f(x[tgt]), tgt);
   if (!write_grad) return;
   for (int j0 = threadIdx.x * kN; j0 < Vp; j0 += blockDim.x * kN) {
-    store_pack(x + j0, gradient(load_pack(x + j0), j0, V, tgt, r.x, r.y, dscale));
+    store_pack(x + j0, gradient(load_pack(x + j0), j0, V, tgt, r.x, r.y * dscale, dscale));
   }
 }
 
@@ -117,7 +134,7 @@ __global__ void __launch_bounds__(kThreads)
   const float2 r = finish_row(m, s, losses, tgt < 0 ? 0.0f : to_f(x[tgt]), tgt);
   if (!write_grad) return;
   for (int q = threadIdx.x; q < packs; q += blockDim.x) {
-    store_pack(x + q * kN, gradient(row[q], q * kN, V, tgt, r.x, r.y, dscale));
+    store_pack(x + q * kN, gradient(row[q], q * kN, V, tgt, r.x, r.y * dscale, dscale));
   }
 }
 
