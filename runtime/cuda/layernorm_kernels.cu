@@ -110,27 +110,23 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, c
 // row stays in registers (as loaded, 16-bit for bf16) between its two passes, and dw, db
 // accumulate in the warp's slice of shared memory, w is read again per row (from L1).
 // Registers are what limits how many warps a multiprocessor holds, and so how many rows' loads
-// are in flight.
+// are in flight. The slice is laid out by (pack slot, element, lane) so that the 32 lanes of a
+// warp touch 32 consecutive floats: by column, a lane's 8 bf16 columns would put 4 lanes on
+// every bank (an 8-way conflict on each of the four shared accesses per element).
 template <typename T, int P>
 __global__ void __launch_bounds__(kWarps * 32, 3)
     layernorm_backward_packed_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
                                      const float* mean, const float* rstd, int N, int C,
                                      bool accumulate) {
-  constexpr int kN = Pack<T>::kN;
-  extern __shared__ float acc[];  // [kWarps][dw[C], db[C]]
+  constexpr int kN = Pack<T>::kN, kSlice = P * kN * 32;
+  extern __shared__ float acc[];  // [kWarps][dw[kSlice], db[kSlice]]
   const int lane = threadIdx.x % 32, packs = C / kN;
-  // The warp's own slice; each lane only ever touches its own columns, so no barrier is needed
+  // The warp's own slice; each lane only ever touches its own floats, so no barrier is needed
   // until the block adds the slices.
-  float* adw = acc + (threadIdx.x / 32) * 2 * C;
-  float* adb = adw + C;
+  float* adw = acc + (threadIdx.x / 32) * 2 * kSlice + lane;
+  float* adb = adw + kSlice;
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    int q = lane + 32 * i;
-    if (q < packs) {
-#pragma unroll
-      for (int k = 0; k < kN; ++k) adw[q * kN + k] = adb[q * kN + k] = 0.0f;
-    }
-  }
+  for (int e = 0; e < P * kN; ++e) adw[e * 32] = adb[e * 32] = 0.0f;
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
     const float m = mean[row], r = rstd[row];
     Pack<T> pd[P], px[P];
@@ -148,8 +144,8 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
           float g = d * to_f(pw.v[k]);
           s1 += g;
           s2 += g * xh;
-          adw[q * kN + k] += d * xh;
-          adb[q * kN + k] += d;
+          adw[(i * kN + k) * 32] += d * xh;
+          adb[(i * kN + k) * 32] += d;
         }
       }
     }
@@ -172,7 +168,17 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
       }
     }
   }
-  write_block_partials(partials, acc, C);
+  // The block's row of partials in column order: column c = q kN + k of dw (db) sits at slot
+  // ((q / 32) kN + k) 32 + q % 32 of each warp's dw (db) slice.
+  __syncthreads();
+  float* out = partials + size_t(blockIdx.x) * 2 * C;
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+    const int half = c < C ? 0 : 1, col = c - half * C, q = col / kN;
+    const int slot = half * kSlice + ((q / 32) * kN + col % kN) * 32 + q % 32;
+    float t = 0.0f;
+    for (int k = 0; k < kWarps; ++k) t += acc[k * 2 * kSlice + slot];
+    out[c] = t;
+  }
 }
 
 // The same with the row held in registers (each lane at most P packs), read once.
@@ -285,8 +291,10 @@ void layernorm_backward(T* dx, float* dw, float* db, float* partials, const T* d
                         const T* w, const float* mean, const float* rstd, int N, int C,
                         bool accumulate, bool accumulate_params, cudaStream_t stream) {
   const int blocks = layernorm_backward_blocks(N);
-  const size_t smem = size_t(kWarps) * 2 * C * sizeof(float);
   const int lane_packs = (C / Pack<T>::kN + 31) / 32;  // packs per lane
+  // Per warp dw and db: C floats each, or the packed kernels' whole slots (P packs per lane).
+  const int slice = lane_packs <= 4 ? lane_packs * 32 * Pack<T>::kN : C;
+  const size_t smem = size_t(kWarps) * 2 * slice * sizeof(float);
   auto launch = [&](auto kernel) {
     allow_shared_memory(kernel, smem);
     kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
