@@ -66,7 +66,8 @@ __device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, f
   return p;
 }
 
-// The row's (max, sum) from every thread's pair; thread 0 writes the loss. Returns (max log2 e, 1/sum).
+// The row's (max, sum) from every thread's pair; thread 0 writes the loss. Returns (max log2 e,
+// 1/sum).
 __device__ __forceinline__ float2 finish_row(float m, float s, float* losses, float target_logit,
                                              int tgt) {
   __shared__ float sm[32], ss[32];
