@@ -125,6 +125,8 @@ if has variants; then
   for v in "bf16-recompute:--precision bf16 --recompute" "bf16-accum4:--precision bf16 --grad-accum 4" \
            "bf16-nographs:--precision bf16 --cuda-graphs off" "fp32:--precision fp32"; do
     name=${v%%:*}
+    # VARIANTS="a b" runs only those (one device call has a time limit).
+    [ -n "${VARIANTS:-}" ] && [[ " $VARIANTS " != *" $name "* ]] && continue
     log "variant: railyard-train cuda $name x1"
     rm -f "$W/railyard_${name}_x1.jsonl"
     timeout 200 "$BUILD/runtime/tools/railyard-train" --data $DATA $GPT --steps 30 --device cuda \
