@@ -16,6 +16,7 @@
 #include "ckpt_commands.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/exit_code.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 #include "railyard/gpt_cpu.hpp"
 #include "railyard/hf_directory.hpp"
 #include "railyard/npy_array.hpp"
@@ -224,8 +225,9 @@ int ckpt_sample_command(const SampleArgs& a) {
       cfg = railyard::gpt_config_from_hf(railyard::read_hf_config(a.model));
       params = railyard::read_hf_params(a.model, cfg);
     } else {
-      railyard::LoadedCheckpoint c = railyard::read_checkpoint(a.model);
-      cfg = c.model;
+      railyard::LoadedCheckpoint c =
+          railyard::read_checkpoint(a.model, railyard::gpt_checkpoint_schema());
+      cfg = railyard::gpt_config_from(c.model);
       params = std::move(c.state.params);
     }
     const std::vector<int32_t> prompt = prompt_tokens(a, cfg.vocab);
