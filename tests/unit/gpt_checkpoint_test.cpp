@@ -6,19 +6,14 @@
 
 #include <string>
 
+#include "checkpoint_test_util.hpp"
+
 using namespace railyard;
 
 namespace {
 
 GptConfig tiny() {
-  GptConfig c;
-  c.vocab = 60;
-  c.padded_vocab = 64;
-  c.max_seq = 16;
-  c.layers = 2;
-  c.heads = 2;
-  c.dim = 16;
-  return c;
+  return ckpt_test::tiny_model();
 }
 
 std::string refusal(const Attributes& a) {
