@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -105,21 +104,12 @@ po::options_description sample_options() {
 }  // namespace
 
 std::optional<SampleArgs> parse_sample_args(const std::vector<std::string>& args) {
-  const po::options_description visible = sample_options();
-  po::options_description all;
-  all.add(visible).add_options()("model", po::value<std::string>(), "MODEL");
-  po::positional_options_description positional;
-  positional.add("model", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  if (vm.count("help")) {
-    std::cout << visible;
-    return std::nullopt;
-  }
-  po::notify(vm);
+  const std::optional<po::variables_map> parsed =
+      parse_with_operand(args, sample_options(), "MODEL (a checkpoint or HF directory)");
+  if (!parsed) return std::nullopt;
+  const po::variables_map& vm = *parsed;
   SampleArgs a;
-  if (!vm.count("model")) throw po::error("missing MODEL (a checkpoint or HF directory)");
-  a.model = vm["model"].as<std::string>();
+  a.model = vm["operand"].as<std::string>();
   a.have_prompt = vm.count("prompt") > 0;
   if (a.have_prompt) a.prompt = vm["prompt"].as<std::string>();
   if (vm.count("prompt-ids")) a.prompt_ids = vm["prompt-ids"].as<std::string>();

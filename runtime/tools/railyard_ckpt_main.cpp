@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -181,20 +180,9 @@ std::optional<po::variables_map> parse(const std::string& cmd, const std::vector
         "output,o", po::value<std::string>()->value_name("OUT"),
         "the file (or directory) to write")("force", "overwrite existing files");
   }
-  po::options_description all;
-  all.add(visible).add_options()("operand", po::value<std::string>(), operand);
-  po::positional_options_description positional;
-  positional.add("operand", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  if (vm.count("help")) {
-    std::cout << visible;
-    return std::nullopt;
-  }
-  po::notify(vm);
-  if (!vm.count("operand")) throw po::error(std::string("missing ") + operand);
-  if (cmd == "export" && !vm.count("output")) throw po::error("missing -o OUT");
-  if (cmd == "export" && !vm.count("format")) throw po::error("missing --format");
+  std::optional<po::variables_map> vm = parse_with_operand(args, visible, operand);
+  if (vm && cmd == "export" && !vm->count("output")) throw po::error("missing -o OUT");
+  if (vm && cmd == "export" && !vm->count("format")) throw po::error("missing --format");
   return vm;
 }
 
