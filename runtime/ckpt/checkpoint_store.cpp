@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -352,6 +353,20 @@ struct CheckpointStore::Impl {
     return false;
   }
 
+  // Runs `write` on rank 0; every rank gets its result, or throws its error (share_result).
+  SaveResult on_root(const std::function<SaveResult()>& write) {
+    std::string error;
+    SaveResult r;
+    if (comm.rank() == 0) {
+      try {
+        r = write();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    return share_result(error, r);
+  }
+
   // Every rank learns rank 0's outcome; rank 0 first prunes after a successful save. Pruning
   // checks files in a forked child (check_checkpoint), so it runs here on the caller's thread,
   // never on the background writer's: a fork from that thread while the caller is inside a
@@ -377,6 +392,22 @@ struct CheckpointStore::Impl {
     return r;
   }
 };
+
+namespace {
+
+// Before a synchronous save: waits for a pending background save, printing its failure on rank 0
+// (the save in hand matters more; the earlier failure is still reported). Returns the prefix of
+// this save's errors.
+std::string begin_sync_save(CheckpointStore& store, int rank, int64_t step) {
+  try {
+    store.wait();
+  } catch (const CheckpointError& e) {
+    if (rank == 0) std::fprintf(stderr, "railyard: %s\n", e.what());
+  }
+  return "checkpoint of step " + std::to_string(step) + " in " + store.dir() + " failed: ";
+}
+
+}  // namespace
 
 CheckpointStore::CheckpointStore(std::string dir, int keep, Communicator& comm,
                                  const CheckpointSchema& schema)
@@ -422,14 +453,7 @@ SaveResult CheckpointStore::save(const StoredTensors& layout, const Attributes& 
                                  const ModelState& state, const TrainProgress& progress) {
   Impl& s = *impl_;
   const double t_start = now_mono();
-  try {
-    wait();
-  } catch (const CheckpointError& e) {
-    // The save in hand matters more; the earlier failure is still reported.
-    if (s.comm.rank() == 0) std::fprintf(stderr, "railyard: %s\n", e.what());
-  }
-  const std::string context =
-      "checkpoint of step " + std::to_string(progress.step) + " in " + s.dir + " failed: ";
+  const std::string context = begin_sync_save(*this, s.comm.rank(), progress.step);
   Ranges ranges;
   try {
     raise_if_any(&s.comm, check_local(layout, state));
@@ -482,17 +506,10 @@ SaveResult CheckpointStore::save(const StoredTensors& layout, const Attributes& 
       gather_to_root(s.comm, ranges, state.v, gathered.v, layout.total);
       gathered.shard_end = layout.total;
     }
-    std::string error;
-    SaveResult r;
-    if (s.comm.rank() == 0) {
-      try {
-        HostStateSnapshot snap(state, ranges.replicated ? state : gathered);
-        r = s.write_whole(layout, meta, snap, t_start);
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    return s.share_result(error, r);
+    return s.on_root([&] {
+      HostStateSnapshot snap(state, ranges.replicated ? state : gathered);
+      return s.write_whole(layout, meta, snap, t_start);
+    });
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
   }
@@ -505,29 +522,17 @@ SaveResult CheckpointStore::save(const StoredTensors& layout, const Attributes& 
   }
   Impl& s = *impl_;
   const double t_start = now_mono();
-  try {
-    wait();
-  } catch (const CheckpointError& e) {
-    if (s.comm.rank() == 0) std::fprintf(stderr, "railyard: %s\n", e.what());
-  }
-  const std::string context =
-      "checkpoint of step " + std::to_string(progress.step) + " in " + s.dir + " failed: ";
+  const std::string context = begin_sync_save(*this, s.comm.rank(), progress.step);
   std::string error = snapshot.total() == layout.total
                           ? ""
                           : "the snapshot holds " + std::to_string(snapshot.total()) +
                                 " parameters, the layout " + std::to_string(layout.total);
   try {
     raise_if_any(&s.comm, error);
-    SaveResult r;
-    if (s.comm.rank() == 0) {
-      try {
-        const ckpt_format::Meta meta{model, progress, snapshot.adam_step(), now_unix()};
-        r = s.write_whole(layout, meta, snapshot, t_start);
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    return s.share_result(error, r);
+    return s.on_root([&] {
+      const ckpt_format::Meta meta{model, progress, snapshot.adam_step(), now_unix()};
+      return s.write_whole(layout, meta, snapshot, t_start);
+    });
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
   }
