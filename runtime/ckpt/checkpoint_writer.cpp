@@ -176,6 +176,21 @@ Id make_group(hid_t parent, const char* name) {
                          std::string("creating group ") + name);
 }
 
+// A float32 tensor dataset of `shape` at `name` (creation properties `dcpl`), and its file space.
+struct TensorDataset {
+  Id space, dset;
+};
+TensorDataset create_f32_dataset(hid_t f, const std::string& name,
+                                 const std::vector<hsize_t>& shape, hid_t dcpl) {
+  TensorDataset out;
+  out.space = h5::check_space(
+      H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), "H5Screate_simple");
+  out.dset = h5::check_dataset(
+      H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, out.space.get(), H5P_DEFAULT, dcpl, H5P_DEFAULT),
+      "creating dataset " + name);
+  return out;
+}
+
 // A 1-D dataset written whole by rank 0 (others select nothing).
 void write_small(Team& team, hid_t file, hid_t xfer, const char* name, hid_t file_type,
                  hid_t mem_type, const void* data, size_t n, size_t elem_bytes) {
@@ -263,12 +278,7 @@ void write_all(Team& team, Id file, const StoredTensors& layout, const ckpt_form
       const std::string name = std::string(arr.group) + "/" + t.name;
       team.phase([&] {
         const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
-        Id space =
-            h5::check_space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr),
-                            "H5Screate_simple");
-        Id dset = h5::check_dataset(H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space.get(),
-                                               H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                                    "creating dataset " + name);
+        auto [space, dset] = create_f32_dataset(f, name, shape, dcpl.get());
         const size_t a = std::max(t.offset, s.begin);
         const size_t b = std::min(t.offset + t.numel, s.end);
         const hsize_t n = b > a ? b - a : 0;
@@ -336,12 +346,7 @@ TensorOffsets write_checkpoint_skeleton(const std::string& path, const StoredTen
     for (const StoredTensor& t : layout.tensors) {
       const std::string name = std::string(ckpt_format::kTensorGroups[a]) + "/" + t.name;
       const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
-      Id space =
-          h5::check_space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr),
-                          "H5Screate_simple");
-      Id dset = h5::check_dataset(H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space.get(),
-                                             H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                                  "creating dataset " + name);
+      const auto [space, dset] = create_f32_dataset(f, name, shape, dcpl.get());
       const haddr_t at = H5Dget_offset(dset.get());
       if (at == HADDR_UNDEF) throw std::runtime_error("no file space for dataset " + name);
       out.offset[a].push_back(static_cast<uint64_t>(at));
