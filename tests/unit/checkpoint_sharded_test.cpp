@@ -101,6 +101,12 @@ TEST_F(Sharded, EveryRankLoadsTheWholeState) {
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->progress.step, 11);
   EXPECT_EQ(got->progress.config_json, ckpt_test::make_progress(11).config_json);
+  // The /model attributes and the tensors they describe reach every rank too.
+  const GptConfig model = gpt_config_from(got->model);
+  for (const GptConfigField& f : kGptConfigFields) EXPECT_EQ(model.*f.member, model_.*f.member);
+  EXPECT_EQ(got->tensors.total, layout_.total());
+  ASSERT_EQ(got->tensors.tensors.size(), layout_.tensors().size());
+  EXPECT_EQ(got->tensors.tensors.back().name, layout_.tensors().back().name);
   expect_full(*got);
 }
 
