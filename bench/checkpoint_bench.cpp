@@ -27,6 +27,7 @@
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/engine.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 
 using namespace railyard;
 
@@ -132,11 +133,13 @@ class Runner {
 double periodic_save(Engine& engine, CheckpointStore& store, int64_t step, const GptConfig& c) {
   const double t0 = now();
   if (std::shared_ptr<StateSnapshot> snap = engine.snapshot_state(true)) {
-    store.save_async(engine.layout(), c, std::move(snap), progress_at(step, c));
+    store.save_async(gpt_stored_tensors(engine.layout()), gpt_attributes(c), std::move(snap),
+                     progress_at(step, c));
   } else {
     ModelState st = store.take_spare().value_or(ModelState{});
     engine.save_state(st);
-    store.save_async(engine.layout(), c, std::move(st), progress_at(step, c));
+    store.save_async(gpt_stored_tensors(engine.layout()), gpt_attributes(c), std::move(st),
+                     progress_at(step, c));
   }
   return now() - t0;
 }
@@ -155,7 +158,7 @@ int run_bench(const Options& o) {
   std::printf("engine %s%s%s | state %.3f GB | B %d T %d | dir %s\n", engine->describe().c_str(),
               engine->checkpoint_note().empty() ? "" : " | ", engine->checkpoint_note().c_str(), gb,
               o.batch, o.seq, o.dir.c_str());
-  CheckpointStore store(o.dir, 2, comm);
+  CheckpointStore store(o.dir, 2, comm, gpt_checkpoint_schema());
 
   // The disk's own direct-write rate, same directory, same call (as much data as a save).
   const int dd_count = std::max(1, static_cast<int>(gb * 1e9 / (64 << 20)));
@@ -188,12 +191,14 @@ int run_bench(const Options& o) {
   for (int r = 0; r < o.repeat; ++r) {
     run.step();
     std::shared_ptr<StateSnapshot> live = engine->snapshot_state(false);
-    SaveResult res =
-        live ? store.save(engine->layout(), c, *live, progress_at(run.done(), c)) : [&] {
-          ModelState st;
-          engine->save_state(st);
-          return store.save(engine->layout(), c, st, progress_at(run.done(), c));
-        }();
+    SaveResult res = live ? store.save(gpt_stored_tensors(engine->layout()), gpt_attributes(c),
+                                       *live, progress_at(run.done(), c))
+                          : [&] {
+                              ModelState st;
+                              engine->save_state(st);
+                              return store.save(gpt_stored_tensors(engine->layout()),
+                                                gpt_attributes(c), st, progress_at(run.done(), c));
+                            }();
     sync_rates.push_back(res.bytes / res.seconds / 1e9);
     std::printf("sync save %d: %.3f s durable, %.3f GB/s (%.0f%% of dd)%s\n", r + 1, res.seconds,
                 sync_rates.back(), sync_rates.back() / dd_gbps * 100,
@@ -203,7 +208,7 @@ int run_bench(const Options& o) {
   std::string newest;
   for (int r = 0; r < o.repeat; ++r) {
     const double t0 = now();
-    const auto got = store.load_latest(c, nullptr);
+    const auto got = store.load_latest(gpt_attributes(c), nullptr);
     load_rates.push_back(gb / (now() - t0));
     newest = got->path;
     std::printf("load+verify %d: %.3f s, %.3f GB/s (page cache warm)\n", r + 1, now() - t0,
@@ -289,9 +294,10 @@ int main(int argc, char** argv) {
   c.validate();
   if (o.mode == "pattern") {
     const ParamLayout layout = gpt_param_layout(c);
-    CheckpointStore store(o.dir, 0, Communicator::world());
+    CheckpointStore store(o.dir, 0, Communicator::world(), gpt_checkpoint_schema());
     for (int64_t step = 1; step <= o.steps; ++step) {
-      store.save(layout, c, pattern_state(layout, step), progress_at(step, c));
+      store.save(gpt_stored_tensors(layout), gpt_attributes(c), pattern_state(layout, step),
+                 progress_at(step, c));
     }
     return 0;
   }

@@ -1,7 +1,8 @@
 #pragma once
 // A directory of HDF5 checkpoints: durable saves (temporary name, fsync, rename, directory
 // fsync), keep-last-N, verification on load, and a background writer for periodic saves.
-// The file format is documented in docs/checkpoint-format.md.
+// The file format is documented in docs/checkpoint-format.md. Checkpoints see the model as named
+// tensors and attributes (checkpoint_schema.hpp), never as the model itself.
 
 #include <cstdint>
 #include <functional>
@@ -11,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "railyard/gpt_config.hpp"
-#include "railyard/param_layout.hpp"
+#include "railyard/checkpoint_schema.hpp"
 #include "railyard/state_snapshot.hpp"
 #include "railyard/train_state.hpp"
 
@@ -44,8 +44,9 @@ struct SaveResult {
 
 struct LoadedCheckpoint {
   std::string path;
-  GptConfig model;
-  ModelState state;  // full params and full moments
+  Attributes model;       // the /model attributes, in the schema's order
+  StoredTensors tensors;  // what they describe, the layout of `state`
+  ModelState state;       // full params and full moments
   TrainProgress progress;
   int64_t format_version = 0;
   double created_unix = 0;  // when the save began
@@ -60,19 +61,22 @@ struct CheckpointCheck {
 // Verifies one file as read_checkpoint does, in a forked child process limited in memory and
 // time (HDF5 may crash or run away on a damaged file: that becomes "unreadable HDF5 structure"
 // here, not a crash of the caller). Never throws for a bad file.
-CheckpointCheck check_checkpoint(const std::string& path, const GptConfig* expect = nullptr);
+CheckpointCheck check_checkpoint(const std::string& path, const CheckpointSchema& schema,
+                                 const Attributes* expect = nullptr);
 
-// Reads and verifies one file (format version, metadata checksum and ranges, /params against
-// the /model attributes and `expect` when given, every dataset's checksum, finite values),
-// first in a child process (check_checkpoint). Throws CheckpointError naming the file and the
-// problem.
-LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expect = nullptr);
+// Reads and verifies one file (format version, metadata checksum and ranges, the /model
+// attributes through `schema` and against `expect` when given, /params against the tensors they
+// describe, every dataset's checksum, finite values), first in a child process
+// (check_checkpoint). Throws CheckpointError naming the file and the problem.
+LoadedCheckpoint read_checkpoint(const std::string& path, const CheckpointSchema& schema,
+                                 const Attributes* expect = nullptr);
 
 // The checkpoint files of `dir`, newest step first, each fully verified; changes nothing (no
 // directory is created, no temporary removed). Empty when `dir` does not exist; throws
 // CheckpointError when it exists but cannot be read. Each file is checked in a child process
 // (check_checkpoint).
-std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir,
+                                             const CheckpointSchema& schema);
 
 // The rates a save runs at, measured at start for the save-budget warning. The disk: writes
 // a probe of `bytes` (rounded to 4096) in `dir` as a save does (O_DIRECT where allowed, then
@@ -100,31 +104,33 @@ class CheckpointStore {
   // Collective over comm. Rank 0 creates `dir` (mode 0700) if missing and removes stale
   // temporary files left by a killed writer (one job per directory). `keep` 0 keeps every
   // checkpoint. Ignores SIGXFSZ (if still default) so a file-size limit fails a save with an
-  // error instead of killing the job. Throws CheckpointError when `dir` is unusable.
-  CheckpointStore(std::string dir, int keep, Communicator& comm);
+  // error instead of killing the job. `schema` (kept by reference: it must outlive the store)
+  // reads files back for pruning, list and load. Throws CheckpointError when `dir` is unusable.
+  CheckpointStore(std::string dir, int keep, Communicator& comm, const CheckpointSchema& schema);
   ~CheckpointStore();  // joins a background save (locally; errors are printed, not thrown)
 
   // Synchronous, collective save of this step; durable when it returns; then prunes to `keep`
   // (never deleting the newest valid checkpoint). Throws CheckpointError on failure, deleting
   // nothing. Waits for a pending background save first (its failure is printed, not thrown).
   // Every rank passes the full params; m and v are either whole on every rank or this rank's
-  // shard [shard_begin, shard_end) (the shards partitioning the layout in rank order).
-  SaveResult save(const ParamLayout& layout, const GptConfig& model, const ModelState& state,
+  // shard [shard_begin, shard_end) (the shards partitioning `tensors` in rank order). `model`
+  // holds the attributes of /model, of the schema's names and types.
+  SaveResult save(const StoredTensors& tensors, const Attributes& model, const ModelState& state,
                   const TrainProgress& progress);
   // The same from a snapshot (state_snapshot.hpp), streamed to the file through pinned
   // staging buffers (a device snapshot is never copied to host memory whole). A ZeRO shard is
   // first copied to the host and gathered, as above.
-  SaveResult save(const ParamLayout& layout, const GptConfig& model, StateSnapshot& snapshot,
+  SaveResult save(const StoredTensors& tensors, const Attributes& model, StateSnapshot& snapshot,
                   const TrainProgress& progress);
   // Collective: gathers the state to the writing rank now, writes it on a background thread
   // of rank 0 (the caller is blocked only for the gather). A previous background save is waited
   // for first (like wait(), rethrowing its error).
-  void save_async(const ParamLayout& layout, const GptConfig& model, ModelState state,
+  void save_async(const StoredTensors& tensors, const Attributes& model, ModelState state,
                   TrainProgress progress);
   // The same from a snapshot, which the writer thread streams to the file; the caller is not
   // blocked for any copy. Rank 0 keeps `snapshot` until the save is waited for; the other ranks
   // release it at once. A ZeRO shard is copied to the host and gathered now (slower).
-  void save_async(const ParamLayout& layout, const GptConfig& model,
+  void save_async(const StoredTensors& tensors, const Attributes& model,
                   std::shared_ptr<StateSnapshot> snapshot, TrainProgress progress);
   // Collective: waits for the background save; on every rank returns its result (if one ran)
   // or throws its CheckpointError.
@@ -145,7 +151,7 @@ class CheckpointStore {
   // Collective: the newest checkpoint that verifies and matches `expect`, read by rank 0 and
   // broadcast; each rejected one is passed to `warn` (on rank 0) with the reason. nullopt when
   // none is usable.
-  std::optional<LoadedCheckpoint> load_latest(const GptConfig& expect,
+  std::optional<LoadedCheckpoint> load_latest(const Attributes& expect,
                                               const std::function<void(const std::string&)>& warn);
 
   // Measured write rate of the last save (from creating the file until durable), bytes/s

@@ -17,13 +17,14 @@ constexpr uint64_t kMaxLoaderEpoch = uint64_t{1} << 32;
 constexpr uint64_t kMaxConfigJsonBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxRngWords = 4096;
 
-// Every root and /model field in range; throws std::runtime_error otherwise.
+// Every root field in range; throws std::runtime_error otherwise. (The /model attributes are
+// the schema's to check: CheckpointSchema::elements.)
 void check_ranges(const ckpt_format::StoredMeta& m);
 // After check_ranges: the narrowed Meta.
 ckpt_format::Meta to_meta(const ckpt_format::StoredMeta& m);
-// The params and both Adam moments the /model attributes describe are stored uncompressed, so
-// they cannot exceed the file: refuses before allocating memory for them.
-void check_fits_file(const GptConfig& model, uint64_t file_bytes);
+// The params and both Adam moments the /model attributes describe (`elements` each) are stored
+// uncompressed, so they cannot exceed the file: refuses before allocating memory for them.
+void check_fits_file(double elements, uint64_t file_bytes);
 // A 1-D dataset's declared length against a limit and the file's size, before allocating.
 void check_declared_length(const std::string& dataset, uint64_t elems, uint64_t elem_bytes,
                            uint64_t limit, uint64_t file_bytes);

@@ -23,10 +23,8 @@ void put(std::vector<unsigned char>& out, T v) {
 
 StoredMeta stored_meta(const Meta& meta) {
   const TrainProgress& p = meta.progress;
-  const GptConfig& m = meta.model;
   return StoredMeta{p.step,        p.tokens_seen,  meta.adam_step,  p.world_size, p.lr,
-                    p.loader.seed, p.loader.epoch, p.loader.cursor, m.vocab,      m.padded_vocab,
-                    m.max_seq,     m.layers,       m.heads,         m.dim};
+                    p.loader.seed, p.loader.epoch, p.loader.cursor, meta.model};
 }
 
 uint64_t meta_checksum(const StoredMeta& m, int64_t format_version) {
@@ -40,8 +38,16 @@ uint64_t meta_checksum(const StoredMeta& m, int64_t format_version) {
   put<uint64_t>(b, m.loader_seed);
   put<uint64_t>(b, m.loader_epoch);
   put<uint64_t>(b, m.loader_cursor);
-  for (int64_t v : {m.vocab, m.padded_vocab, m.max_seq, m.layers, m.heads, m.dim}) {
-    put<int64_t>(b, v);
+  for (const Attribute& a : m.model) {
+    if (const auto* i = std::get_if<int64_t>(&a.value)) {
+      put<int64_t>(b, *i);
+    } else if (const auto* d = std::get_if<double>(&a.value)) {
+      put<double>(b, *d);
+    } else {
+      const std::string& text = std::get<std::string>(a.value);
+      put<uint64_t>(b, text.size());
+      b.insert(b.end(), text.begin(), text.end());
+    }
   }
   return xxh3_64(b.data(), b.size());
 }

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "railyard/gpt_config.hpp"
+#include "railyard/checkpoint_schema.hpp"
 #include "railyard/iso_time.hpp"
 #include "railyard/train_state.hpp"
 
@@ -21,7 +21,7 @@ constexpr std::array<const char*, 3> kTensorGroups = {"params", "adam/m", "adam/
 
 // What the root and /model attributes hold, besides the datasets.
 struct Meta {
-  GptConfig model;
+  Attributes model;        // the /model attributes, in the schema's order
   TrainProgress progress;  // rng_state and config_json are datasets, not covered here
   int64_t adam_step = 0;
   double created_unix = 0;
@@ -33,14 +33,15 @@ struct StoredMeta {
   int64_t step = 0, tokens_seen = 0, adam_step = 0, world_size = 0;
   double lr = 0;
   uint64_t loader_seed = 0, loader_epoch = 0, loader_cursor = 0;
-  int64_t vocab = 0, padded_vocab = 0, max_seq = 0, layers = 0, heads = 0, dim = 0;
+  Attributes model;  // the /model attributes as stored, in the schema's order
 };
 StoredMeta stored_meta(const Meta& meta);
 
 // XXH3-64 of the scalar metadata packed little-endian in this order (docs give the Python):
 // format_version, step, tokens_seen, adam_step, world_size (int64), lr (float64),
-// loader_seed, loader_epoch, loader_cursor (uint64),
-// vocab, padded_vocab, max_seq, layers, heads, dim (int64).
+// loader_seed, loader_epoch, loader_cursor (uint64), then the /model attributes in the
+// schema's order: int64 and float64 as 8 bytes, a string as its byte length (uint64) and its
+// bytes. (For the GPT: vocab, padded_vocab, max_seq, layers, heads, dim, all int64.)
 uint64_t meta_checksum(const StoredMeta& meta, int64_t format_version);
 uint64_t meta_checksum(const Meta& meta, int64_t format_version);
 

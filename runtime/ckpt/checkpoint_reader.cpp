@@ -97,22 +97,22 @@ herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* data) {
 
 // /params must list the model's tensors in its layout order (creation order in the file), each
 // of the model's shape. Checked before anything is sized from the file.
-void check_file_tensors(hid_t file, const ParamLayout& want) {
+void check_file_tensors(hid_t file, const StoredTensors& want) {
   if (!h5::link_exists(file, "params")) throw std::runtime_error("missing group /params");
   Id group = h5::check_group(H5Gopen2(file, "params", H5P_DEFAULT), "opening /params");
   H5G_info_t info{};
   check(H5Gget_info(group.get(), &info), "listing /params");
-  if (info.nlinks != want.tensors().size()) {
+  if (info.nlinks != want.tensors.size()) {
     throw std::runtime_error("/params holds " + std::to_string(info.nlinks) +
                              " tensors, the /model attributes give " +
-                             std::to_string(want.tensors().size()));
+                             std::to_string(want.tensors.size()));
   }
   std::vector<std::string> names;
   hsize_t idx = 0;
   check(H5Literate(group.get(), H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, collect_name, &names),
         "listing /params in creation order");
-  for (size_t i = 0; i < want.tensors().size() && i < names.size(); ++i) {
-    const TensorSpec& w = want.tensors()[i];
+  for (size_t i = 0; i < want.tensors.size() && i < names.size(); ++i) {
+    const StoredTensor& w = want.tensors[i];
     if (names[i] != w.name) {
       throw std::runtime_error("tensor " + std::to_string(i) + " is /params/" + names[i] +
                                ", the model's is " + w.name);
@@ -127,19 +127,28 @@ void check_file_tensors(hid_t file, const ParamLayout& want) {
   }
 }
 
-std::string model_diff(const GptConfig& file, const GptConfig& want) {
+// The attributes that differ, "layers 2 (this run: 4), dim ..."; both lists in schema order.
+std::string model_diff(const Attributes& file, const Attributes& want) {
   std::string out;
-  auto field = [&](const char* name, int a, int b) {
-    if (a == b) return;
+  for (size_t i = 0; i < file.size() && i < want.size(); ++i) {
+    if (file[i].value == want[i].value) continue;
     if (!out.empty()) out += ", ";
-    out += std::string(name) + " " + std::to_string(a) + " (this run: " + std::to_string(b) + ")";
-  };
-  for (const GptConfigField& f : kGptConfigFields) field(f.name, file.*f.member, want.*f.member);
+    out += file[i].name + " " + attribute_text(file[i].value) +
+           " (this run: " + attribute_text(want[i].value) + ")";
+  }
   return out;
 }
 
-// The root and /model attributes, their checksum over the stored bytes and their ranges.
-ckpt_format::Meta read_meta(hid_t f, int64_t version) {
+// The attribute `name` of `obj`, of the type `like` holds.
+AttributeValue read_attribute(hid_t obj, const std::string& name, const AttributeValue& like) {
+  if (std::holds_alternative<int64_t>(like)) return h5::read_attr_i64(obj, name.c_str());
+  if (std::holds_alternative<double>(like)) return h5::read_attr_f64(obj, name.c_str());
+  return h5::read_attr_str(obj, name.c_str());
+}
+
+// The root and /model attributes, their checksum over the stored bytes and their ranges (the
+// /model ones through the schema).
+ckpt_format::Meta read_meta(hid_t f, int64_t version, const CheckpointSchema& schema) {
   ckpt_format::StoredMeta m;
   m.step = h5::read_attr_i64(f, "step");
   m.tokens_seen = h5::read_attr_i64(f, "tokens_seen");
@@ -152,29 +161,30 @@ ckpt_format::Meta read_meta(hid_t f, int64_t version) {
   if (!h5::link_exists(f, "model")) throw std::runtime_error("missing group /model");
   {
     Id model = h5::check_group(H5Gopen2(f, "model", H5P_DEFAULT), "opening /model");
-    const hid_t g = model.get();
-    m.vocab = h5::read_attr_i64(g, "vocab");
-    m.padded_vocab = h5::read_attr_i64(g, "padded_vocab");
-    m.max_seq = h5::read_attr_i64(g, "max_seq");
-    m.layers = h5::read_attr_i64(g, "layers");
-    m.heads = h5::read_attr_i64(g, "heads");
-    m.dim = h5::read_attr_i64(g, "dim");
+    for (const Attribute& a : schema.attribute_types()) {
+      m.model.push_back({a.name, read_attribute(model.get(), a.name, a.value)});
+    }
   }
   const uint64_t stored = h5::read_attr_u64(f, ckpt_format::kMetaChecksumAttr);
   if (stored != ckpt_format::meta_checksum(m, version)) {
     throw std::runtime_error("metadata checksum mismatch (root or /model attributes changed)");
   }
   ckpt_checks::check_ranges(m);
-  ckpt_format::Meta meta = ckpt_checks::to_meta(m);
-  try {
-    meta.model.validate();
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(std::string("/model attributes: ") + e.what());
-  }
-  return meta;
+  return ckpt_checks::to_meta(m);
 }
 
-LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
+// The elements the /model attributes describe (the schema checks them).
+double model_elements(const CheckpointSchema& schema, const Attributes& model) {
+  try {
+    return schema.elements(model);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("/model attributes: ") + e.what() +
+                             " (the file is damaged or was not written by railyard)");
+  }
+}
+
+LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& schema,
+                           const Attributes* expect) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) throw std::runtime_error(std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw std::runtime_error("not a regular file");
@@ -194,13 +204,15 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
   LoadedCheckpoint out;
   out.path = path;
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
-  ckpt_format::Meta meta = read_meta(f, version);
+  ckpt_format::Meta meta = read_meta(f, version, schema);
+  const double elements = model_elements(schema, meta.model);
   if (expect != nullptr) {
     const std::string diff = model_diff(meta.model, *expect);
     if (!diff.empty()) throw std::runtime_error("a different model: " + diff);
   }
-  ckpt_checks::check_fits_file(meta.model, file_bytes);
-  const ParamLayout layout = gpt_param_layout(meta.model);
+  ckpt_checks::check_fits_file(elements, file_bytes);
+  out.tensors = schema.tensors(meta.model);
+  const StoredTensors& layout = out.tensors;
   check_file_tensors(f, layout);
   TrainProgress& p = meta.progress;
 
@@ -216,11 +228,11 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
   read_verified(f, "rng_state", rng_dims, H5T_INTEGER, 8, H5T_NATIVE_UINT64, p.rng_state.data());
 
   ModelState& s = out.state;
-  s.params.assign(layout.total(), 0.0f);
-  s.m.assign(layout.total(), 0.0f);
-  s.v.assign(layout.total(), 0.0f);
+  s.params.assign(layout.total, 0.0f);
+  s.m.assign(layout.total, 0.0f);
+  s.v.assign(layout.total, 0.0f);
   s.shard_begin = 0;
-  s.shard_end = layout.total();
+  s.shard_end = layout.total;
   s.adam_step = meta.adam_step;
   struct Part {
     const char* group;
@@ -243,30 +255,31 @@ LoadedCheckpoint read_file(const std::string& path, const GptConfig* expect) {
                                std::string("opening /") + part.group);
     H5G_info_t info{};
     check(H5Gget_info(group.get(), &info), std::string("listing /") + part.group);
-    for (const TensorSpec& t : layout.tensors()) {
+    for (const StoredTensor& t : layout.tensors) {
       const std::string name = std::string(part.group) + "/" + t.name;
       float* dst = part.data->data() + t.offset;
       read_verified(f, name, t.shape, H5T_FLOAT, 4, H5T_NATIVE_FLOAT, dst, &bulk);
       value_checks.push_back({name, dst, t.numel, part.data == &s.v});
     }
-    if (info.nlinks != layout.tensors().size()) {
+    if (info.nlinks != layout.tensors.size()) {
       throw std::runtime_error("/" + std::string(part.group) + " holds " +
                                std::to_string(info.nlinks) + " datasets, /params " +
-                               std::to_string(layout.tensors().size()));
+                               std::to_string(layout.tensors.size()));
     }
   }
   read_tensors_verified(path, bulk);
   for (const ValueCheck& c : value_checks) ckpt_checks::check_values(c.name, c.data, c.n, c.is_v);
   out.format_version = version;
   out.created_unix = h5::has_attr(f, "created_unix") ? h5::read_attr_f64(f, "created_unix") : 0;
-  out.model = meta.model;
+  out.model = std::move(meta.model);
   out.progress = std::move(meta.progress);
   return out;
 }
 
 }  // namespace
 
-CheckpointCheck check_checkpoint(const std::string& path, const GptConfig* expect) {
+CheckpointCheck check_checkpoint(const std::string& path, const CheckpointSchema& schema,
+                                 const Attributes* expect) {
   CheckpointCheck out;
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
@@ -279,23 +292,25 @@ CheckpointCheck check_checkpoint(const std::string& path, const GptConfig* expec
   }
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
-  const isolated::Outcome r = isolated::run(static_cast<uint64_t>(st.st_size),
-                                            [&] { return read_file(path, expect).progress.step; });
+  const isolated::Outcome r = isolated::run(static_cast<uint64_t>(st.st_size), [&] {
+    return read_file(path, schema, expect).progress.step;
+  });
   out.valid = r.ok;
   out.step = r.step;
   if (!r.ok) out.error = path + ": " + r.error;
   return out;
 }
 
-LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expect) {
+LoadedCheckpoint read_checkpoint(const std::string& path, const CheckpointSchema& schema,
+                                 const Attributes* expect) {
   // A file that crashes or exhausts the reader fails in a child first; the same bytes then
   // read the same way here.
-  const CheckpointCheck checked = check_checkpoint(path, expect);
+  const CheckpointCheck checked = check_checkpoint(path, schema, expect);
   if (!checked.valid) throw CheckpointError(checked.error);
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
   try {
-    return read_file(path, expect);
+    return read_file(path, schema, expect);
   } catch (const std::exception& e) {
     throw CheckpointError(path + ": " + e.what());
   }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -87,12 +88,13 @@ void remove_stale_temps(const std::string& dir) {
 // process wrote or resumed from are known valid.
 class Validity {
  public:
+  explicit Validity(const CheckpointSchema& schema) : schema_(schema) {}
   void known_valid(const std::string& path) { seen_[path] = {stamp(path), true}; }
   bool valid(const std::string& path) {
     const auto now = stamp(path);
     const auto it = seen_.find(path);
     if (it != seen_.end() && it->second.first == now) return it->second.second;
-    const bool ok = check_checkpoint(path).valid;
+    const bool ok = check_checkpoint(path, schema_).valid;
     seen_[path] = {now, ok};
     return ok;
   }
@@ -104,6 +106,7 @@ class Validity {
     if (lstat(path.c_str(), &st) != 0) return {-1, -1};
     return {st.st_size, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
   }
+  const CheckpointSchema& schema_;
   std::map<std::string, std::pair<Stamp, bool>> seen_;
 };
 
@@ -133,11 +136,11 @@ uint64_t file_bytes(const std::string& path) {
 }
 
 // An upper-bound-ish estimate, to refuse early when the filesystem cannot hold the file.
-uint64_t estimate_bytes(const ParamLayout& layout, const TrainProgress& p) {
+uint64_t estimate_bytes(const StoredTensors& layout, const TrainProgress& p) {
   uint64_t elems = 0;
-  for (const TensorSpec& t : layout.tensors()) elems += t.numel;
+  for (const StoredTensor& t : layout.tensors) elems += t.numel;
   return 3 * elems * sizeof(float) + p.config_json.size() + 8 * p.rng_state.size() +
-         2048 * (3 * layout.tensors().size() + 16);
+         2048 * (3 * layout.tensors.size() + 16);
 }
 
 struct Ranges {
@@ -145,12 +148,12 @@ struct Ranges {
   bool replicated = true;  // every rank holds the whole state (no ZeRO)
 };
 
-std::string check_local(const ParamLayout& layout, const ModelState& s) {
-  if (s.params.size() != layout.total()) {
+std::string check_local(const StoredTensors& layout, const ModelState& s) {
+  if (s.params.size() != layout.total) {
     return "params hold " + std::to_string(s.params.size()) + " elements, the layout " +
-           std::to_string(layout.total());
+           std::to_string(layout.total);
   }
-  if (s.shard_begin > s.shard_end || s.shard_end > layout.total() ||
+  if (s.shard_begin > s.shard_end || s.shard_end > layout.total ||
       s.m.size() != s.shard_end - s.shard_begin || s.v.size() != s.m.size()) {
     return "moments do not match their shard [" + std::to_string(s.shard_begin) + ", " +
            std::to_string(s.shard_end) + ") (m " + std::to_string(s.m.size()) + ", v " +
@@ -212,6 +215,22 @@ void bcast_pod(Communicator& comm, T& v) {
   comm.broadcast(&v, sizeof v, 0);
 }
 
+// The /model attributes (every rank holds the schema, so only the values travel).
+void bcast_attributes(Communicator& comm, Attributes& attrs, const CheckpointSchema& schema) {
+  attrs.resize(schema.attribute_types().size());
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    Attribute& a = attrs[i];
+    if (comm.rank() != 0) a = schema.attribute_types()[i];
+    if (auto* n = std::get_if<int64_t>(&a.value)) {
+      bcast_pod(comm, *n);
+    } else if (auto* d = std::get_if<double>(&a.value)) {
+      bcast_pod(comm, *d);
+    } else {
+      broadcast_string(comm, std::get<std::string>(a.value), 0);
+    }
+  }
+}
+
 void bcast_progress(Communicator& comm, TrainProgress& p) {
   bcast_pod(comm, p.step);
   bcast_pod(comm, p.tokens_seen);
@@ -228,6 +247,7 @@ struct CheckpointStore::Impl {
   std::string dir;
   int keep;
   Communicator& comm;
+  const CheckpointSchema& schema;
   BackgroundWriter background;  // rank 0 only
   bool async_pending = false;   // on every rank, so wait() stays collective
   // The snapshot of the background save (rank 0, owned here while the writer reads it) and, once
@@ -238,7 +258,8 @@ struct CheckpointStore::Impl {
   std::atomic<double> rate{0};  // set by the background writer, read by the caller
   Validity validity;            // rank 0, caller's thread only
 
-  Impl(std::string d, int k, Communicator& c) : dir(std::move(d)), keep(k), comm(c) {}
+  Impl(std::string d, int k, Communicator& c, const CheckpointSchema& sc)
+      : dir(std::move(d)), keep(k), comm(c), schema(sc), validity(sc) {}
 
   std::string final_path(int64_t step) const { return dir + "/" + ckpt_format::file_name(step); }
 
@@ -280,7 +301,7 @@ struct CheckpointStore::Impl {
 
   // Rank 0 alone writes the whole state (sync on the caller's thread or async on the writer's),
   // streamed from the snapshot (streamed_checkpoint.hpp).
-  SaveResult write_whole(const ParamLayout& layout, const ckpt_format::Meta& meta,
+  SaveResult write_whole(const StoredTensors& layout, const ckpt_format::Meta& meta,
                          StateSnapshot& snap, double t_start) {
     const double t_write = now_mono();
     const std::string tmp = prepare(meta.progress.step, estimate_bytes(layout, meta.progress));
@@ -300,13 +321,13 @@ struct CheckpointStore::Impl {
   }
 
   // Rank 0: writes in_flight_snapshot on the background thread.
-  void start_background(const ParamLayout& layout, const GptConfig& model, TrainProgress progress,
-                        double t_start, const std::string& context);
+  void start_background(const StoredTensors& layout, const Attributes& model,
+                        TrainProgress progress, double t_start, const std::string& context);
 
   // Rank 0: the newest checkpoint that verifies and matches `expect` into `got`; each rejected
   // one goes to `warn`. Throws CheckpointError when the directory or a file cannot be read at
   // all (permissions): starting over from step 0 would hide checkpoints that may be valid.
-  bool newest_valid(const GptConfig& expect, const std::function<void(const std::string&)>& warn,
+  bool newest_valid(const Attributes& expect, const std::function<void(const std::string&)>& warn,
                     LoadedCheckpoint& got) {
     for (const Entry& e : scan(dir)) {
       const std::string path = dir + "/" + e.name;
@@ -318,7 +339,7 @@ struct CheckpointStore::Impl {
         if (!is_regular_nolink(path)) {
           throw CheckpointError(path + ": not a regular file (symlinks are not followed)");
         }
-        got = read_checkpoint(path, &expect);
+        got = read_checkpoint(path, schema, &expect);
         if (got.progress.step != e.step) {
           throw CheckpointError(path + ": holds step " + std::to_string(got.progress.step) +
                                 ", its name says " + std::to_string(e.step));
@@ -330,6 +351,20 @@ struct CheckpointStore::Impl {
       }
     }
     return false;
+  }
+
+  // Runs `write` on rank 0; every rank gets its result, or throws its error (share_result).
+  SaveResult on_root(const std::function<SaveResult()>& write) {
+    std::string error;
+    SaveResult r;
+    if (comm.rank() == 0) {
+      try {
+        r = write();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    return share_result(error, r);
   }
 
   // Every rank learns rank 0's outcome; rank 0 first prunes after a successful save. Pruning
@@ -358,8 +393,25 @@ struct CheckpointStore::Impl {
   }
 };
 
-CheckpointStore::CheckpointStore(std::string dir, int keep, Communicator& comm)
-    : impl_(std::make_unique<Impl>(std::move(dir), keep, comm)) {
+namespace {
+
+// Before a synchronous save: waits for a pending background save, printing its failure on rank 0
+// (the save in hand matters more; the earlier failure is still reported). Returns the prefix of
+// this save's errors.
+std::string begin_sync_save(CheckpointStore& store, int rank, int64_t step) {
+  try {
+    store.wait();
+  } catch (const CheckpointError& e) {
+    if (rank == 0) std::fprintf(stderr, "railyard: %s\n", e.what());
+  }
+  return "checkpoint of step " + std::to_string(step) + " in " + store.dir() + " failed: ";
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string dir, int keep, Communicator& comm,
+                                 const CheckpointSchema& schema)
+    : impl_(std::make_unique<Impl>(std::move(dir), keep, comm, schema)) {
   while (impl_->dir.size() > 1 && impl_->dir.back() == '/') impl_->dir.pop_back();
   // HDF5 initialises itself (in parallel builds with MPI calls) on first use; that must happen
   // here on the MPI thread, not on the background writer's.
@@ -397,22 +449,15 @@ CheckpointStore::~CheckpointStore() {
   }
 }
 
-SaveResult CheckpointStore::save(const ParamLayout& layout, const GptConfig& model,
+SaveResult CheckpointStore::save(const StoredTensors& layout, const Attributes& model,
                                  const ModelState& state, const TrainProgress& progress) {
   Impl& s = *impl_;
   const double t_start = now_mono();
-  try {
-    wait();
-  } catch (const CheckpointError& e) {
-    // The save in hand matters more; the earlier failure is still reported.
-    if (s.comm.rank() == 0) std::fprintf(stderr, "railyard: %s\n", e.what());
-  }
-  const std::string context =
-      "checkpoint of step " + std::to_string(progress.step) + " in " + s.dir + " failed: ";
+  const std::string context = begin_sync_save(*this, s.comm.rank(), progress.step);
   Ranges ranges;
   try {
     raise_if_any(&s.comm, check_local(layout, state));
-    ranges = exchange_ranges(s.comm, state, layout.total());
+    ranges = exchange_ranges(s.comm, state, layout.total);
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
   }
@@ -457,62 +502,43 @@ SaveResult CheckpointStore::save(const ParamLayout& layout, const GptConfig& mod
     // Replicated state is written by rank 0 as it is; shards are gathered to rank 0 first.
     ModelState gathered;
     if (!ranges.replicated) {
-      gather_to_root(s.comm, ranges, state.m, gathered.m, layout.total());
-      gather_to_root(s.comm, ranges, state.v, gathered.v, layout.total());
-      gathered.shard_end = layout.total();
+      gather_to_root(s.comm, ranges, state.m, gathered.m, layout.total);
+      gather_to_root(s.comm, ranges, state.v, gathered.v, layout.total);
+      gathered.shard_end = layout.total;
     }
-    std::string error;
-    SaveResult r;
-    if (s.comm.rank() == 0) {
-      try {
-        HostStateSnapshot snap(state, ranges.replicated ? state : gathered);
-        r = s.write_whole(layout, meta, snap, t_start);
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    return s.share_result(error, r);
+    return s.on_root([&] {
+      HostStateSnapshot snap(state, ranges.replicated ? state : gathered);
+      return s.write_whole(layout, meta, snap, t_start);
+    });
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
   }
 }
 
-SaveResult CheckpointStore::save(const ParamLayout& layout, const GptConfig& model,
+SaveResult CheckpointStore::save(const StoredTensors& layout, const Attributes& model,
                                  StateSnapshot& snapshot, const TrainProgress& progress) {
   if (snapshot.shard_begin() != 0 || snapshot.shard_end() != snapshot.total()) {
     return save(layout, model, materialize(snapshot), progress);  // ZeRO shards: gathered
   }
   Impl& s = *impl_;
   const double t_start = now_mono();
-  try {
-    wait();
-  } catch (const CheckpointError& e) {
-    if (s.comm.rank() == 0) std::fprintf(stderr, "railyard: %s\n", e.what());
-  }
-  const std::string context =
-      "checkpoint of step " + std::to_string(progress.step) + " in " + s.dir + " failed: ";
-  std::string error = snapshot.total() == layout.total()
+  const std::string context = begin_sync_save(*this, s.comm.rank(), progress.step);
+  std::string error = snapshot.total() == layout.total
                           ? ""
                           : "the snapshot holds " + std::to_string(snapshot.total()) +
-                                " parameters, the layout " + std::to_string(layout.total());
+                                " parameters, the layout " + std::to_string(layout.total);
   try {
     raise_if_any(&s.comm, error);
-    SaveResult r;
-    if (s.comm.rank() == 0) {
-      try {
-        const ckpt_format::Meta meta{model, progress, snapshot.adam_step(), now_unix()};
-        r = s.write_whole(layout, meta, snapshot, t_start);
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    return s.share_result(error, r);
+    return s.on_root([&] {
+      const ckpt_format::Meta meta{model, progress, snapshot.adam_step(), now_unix()};
+      return s.write_whole(layout, meta, snapshot, t_start);
+    });
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
   }
 }
 
-void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& model,
+void CheckpointStore::save_async(const StoredTensors& layout, const Attributes& model,
                                  ModelState state, TrainProgress progress) {
   Impl& s = *impl_;
   const double t_start = now_mono();
@@ -522,16 +548,16 @@ void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& mod
   Ranges ranges;
   try {
     raise_if_any(&s.comm, check_local(layout, state));
-    ranges = exchange_ranges(s.comm, state, layout.total());
+    ranges = exchange_ranges(s.comm, state, layout.total);
     if (!ranges.replicated) {
       // MPI stays on the caller's thread (MPI_THREAD_FUNNELED): gather here, write there.
       std::vector<float> m_full, v_full;
-      gather_to_root(s.comm, ranges, state.m, m_full, layout.total());
-      gather_to_root(s.comm, ranges, state.v, v_full, layout.total());
+      gather_to_root(s.comm, ranges, state.m, m_full, layout.total);
+      gather_to_root(s.comm, ranges, state.v, v_full, layout.total);
       state.m = std::move(m_full);
       state.v = std::move(v_full);
       state.shard_begin = 0;
-      state.shard_end = layout.total();
+      state.shard_end = layout.total;
     }
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
@@ -547,7 +573,7 @@ void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& mod
   s.start_background(layout, model, std::move(progress), t_start, context);
 }
 
-void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& model,
+void CheckpointStore::save_async(const StoredTensors& layout, const Attributes& model,
                                  std::shared_ptr<StateSnapshot> snapshot, TrainProgress progress) {
   Impl& s = *impl_;
   const double t_start = now_mono();
@@ -560,10 +586,10 @@ void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& mod
   const std::string context = "background checkpoint of step " + std::to_string(progress.step) +
                               " in " + s.dir + " failed: ";
   try {
-    raise_if_any(&s.comm, snapshot->total() == layout.total()
+    raise_if_any(&s.comm, snapshot->total() == layout.total
                               ? ""
                               : "the snapshot holds " + std::to_string(snapshot->total()) +
-                                    " parameters, the layout " + std::to_string(layout.total()));
+                                    " parameters, the layout " + std::to_string(layout.total));
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
   }
@@ -574,7 +600,7 @@ void CheckpointStore::save_async(const ParamLayout& layout, const GptConfig& mod
   s.start_background(layout, model, std::move(progress), t_start, context);
 }
 
-void CheckpointStore::Impl::start_background(const ParamLayout& layout, const GptConfig& model,
+void CheckpointStore::Impl::start_background(const StoredTensors& layout, const Attributes& model,
                                              TrainProgress progress, double t_start,
                                              const std::string& context) {
   Impl& s = *this;
@@ -632,7 +658,8 @@ void init_checkpoint_io_before_mpi() {
   }
 }
 
-std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir,
+                                             const CheckpointSchema& schema) {
   std::vector<CheckpointInfo> out;
   for (const Entry& e : scan(dir)) {
     CheckpointInfo info;
@@ -649,7 +676,7 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
     if (!S_ISREG(st.st_mode)) {
       info.error = info.path + ": not a regular file (symlinks are not followed)";
     } else {
-      const CheckpointCheck c = check_checkpoint(info.path);
+      const CheckpointCheck c = check_checkpoint(info.path, schema);
       if (!c.valid) {
         info.error = c.error;
       } else if (c.step != e.step) {
@@ -665,11 +692,11 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
 }
 
 std::vector<CheckpointInfo> CheckpointStore::list() const {
-  return list_checkpoints(impl_->dir);
+  return list_checkpoints(impl_->dir, impl_->schema);
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_latest(
-    const GptConfig& expect, const std::function<void(const std::string&)>& warn) {
+    const Attributes& expect, const std::function<void(const std::string&)>& warn) {
   Impl& s = *impl_;
   wait();
   LoadedCheckpoint got;
@@ -691,7 +718,8 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_latest(
   if (!found) return std::nullopt;
   if (s.comm.size() > 1) {
     broadcast_string(s.comm, got.path, 0);
-    bcast_pod(s.comm, got.model);
+    bcast_attributes(s.comm, got.model, s.schema);
+    if (s.comm.rank() != 0) got.tensors = s.schema.tensors(got.model);
     bcast_progress(s.comm, got.progress);
     bcast_vec(s.comm, got.state.params);
     bcast_vec(s.comm, got.state.m);

@@ -120,9 +120,9 @@ struct Arrays {
 
 // Each tensor's XXH3-64 per array, over the whole logical tensor. Collectively, the tensor's
 // pieces are hashed in rank order, the hash state passed from rank to rank.
-std::vector<uint64_t> tensor_digests(Team& team, const ParamLayout& layout, const Arrays& arr,
+std::vector<uint64_t> tensor_digests(Team& team, const StoredTensors& layout, const Arrays& arr,
                                      const WriteSlice& s, int tag_base) {
-  const auto& ts = layout.tensors();
+  const auto& ts = layout.tensors;
   std::vector<uint64_t> digests(ts.size(), 0);
   if (!team.collective()) {
     for (size_t i = 0; i < ts.size(); ++i) {
@@ -176,6 +176,21 @@ Id make_group(hid_t parent, const char* name) {
                          std::string("creating group ") + name);
 }
 
+// A float32 tensor dataset of `shape` at `name` (creation properties `dcpl`), and its file space.
+struct TensorDataset {
+  Id space, dset;
+};
+TensorDataset create_f32_dataset(hid_t f, const std::string& name,
+                                 const std::vector<hsize_t>& shape, hid_t dcpl) {
+  TensorDataset out;
+  out.space = h5::check_space(
+      H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), "H5Screate_simple");
+  out.dset = h5::check_dataset(
+      H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, out.space.get(), H5P_DEFAULT, dcpl, H5P_DEFAULT),
+      "creating dataset " + name);
+  return out;
+}
+
 // A 1-D dataset written whole by rank 0 (others select nothing).
 void write_small(Team& team, hid_t file, hid_t xfer, const char* name, hid_t file_type,
                  hid_t mem_type, const void* data, size_t n, size_t elem_bytes) {
@@ -193,6 +208,16 @@ void write_small(Team& team, hid_t file, hid_t xfer, const char* name, hid_t fil
   check(H5Dwrite(dset.get(), mem_type, mspace.get(), space.get(), xfer, data),
         std::string("writing dataset ") + name);
   h5::write_attr_u64(dset.get(), ckpt_format::kChecksumAttr, xxh3_64(data, n * elem_bytes));
+}
+
+void write_attribute(hid_t obj, const Attribute& a) {
+  if (const auto* i = std::get_if<int64_t>(&a.value)) {
+    h5::write_attr_i64(obj, a.name.c_str(), *i);
+  } else if (const auto* d = std::get_if<double>(&a.value)) {
+    h5::write_attr_f64(obj, a.name.c_str(), *d);
+  } else {
+    h5::write_attr_str(obj, a.name.c_str(), std::get<std::string>(a.value));
+  }
 }
 
 // Root attributes, /model, the small datasets and the (empty) tensor groups.
@@ -214,12 +239,7 @@ void write_metadata(Team& team, hid_t f, hid_t xfer, const ckpt_format::Meta& me
   Id model = h5::check_group(
       H5Gcreate2(f, "model", H5P_DEFAULT, untimed_plist(H5P_GROUP_CREATE).get(), H5P_DEFAULT),
       "creating group model");
-  h5::write_attr_i64(model.get(), "vocab", meta.model.vocab);
-  h5::write_attr_i64(model.get(), "padded_vocab", meta.model.padded_vocab);
-  h5::write_attr_i64(model.get(), "max_seq", meta.model.max_seq);
-  h5::write_attr_i64(model.get(), "layers", meta.model.layers);
-  h5::write_attr_i64(model.get(), "heads", meta.model.heads);
-  h5::write_attr_i64(model.get(), "dim", meta.model.dim);
+  for (const Attribute& a : meta.model) write_attribute(model.get(), a);
   write_small(team, f, xfer, "config_json", H5T_STD_U8LE, H5T_NATIVE_UINT8, p.config_json.data(),
               p.config_json.size(), 1);
   write_small(team, f, xfer, "rng_state", H5T_STD_U64LE, H5T_NATIVE_UINT64, p.rng_state.data(),
@@ -233,7 +253,7 @@ void write_metadata(Team& team, hid_t f, hid_t xfer, const ckpt_format::Meta& me
 }
 
 #if RAILYARD_PARALLEL_HDF5
-void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format::Meta& meta,
+void write_all(Team& team, Id file, const StoredTensors& layout, const ckpt_format::Meta& meta,
                const WriteSlice& s) {
   Id xfer = h5::check_plist(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate(xfer)");
 #if RAILYARD_PARALLEL_HDF5
@@ -253,17 +273,12 @@ void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format
     std::vector<uint64_t> digests;
     team.phase([&] { digests = tensor_digests(team, layout, arr, s, tag_base); });
     tag_base += 10000;
-    for (size_t i = 0; i < layout.tensors().size(); ++i) {
-      const TensorSpec& t = layout.tensors()[i];
+    for (size_t i = 0; i < layout.tensors.size(); ++i) {
+      const StoredTensor& t = layout.tensors[i];
       const std::string name = std::string(arr.group) + "/" + t.name;
       team.phase([&] {
         const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
-        Id space =
-            h5::check_space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr),
-                            "H5Screate_simple");
-        Id dset = h5::check_dataset(H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space.get(),
-                                               H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                                    "creating dataset " + name);
+        auto [space, dset] = create_f32_dataset(f, name, shape, dcpl.get());
         const size_t a = std::max(t.offset, s.begin);
         const size_t b = std::min(t.offset + t.numel, s.end);
         const hsize_t n = b > a ? b - a : 0;
@@ -293,7 +308,7 @@ void write_all(Team& team, Id file, const ParamLayout& layout, const ckpt_format
 
 #if RAILYARD_PARALLEL_HDF5
 void write_checkpoint_collective(Communicator& comm, const std::string& path,
-                                 const ParamLayout& layout, const ckpt_format::Meta& meta,
+                                 const StoredTensors& layout, const ckpt_format::Meta& meta,
                                  const WriteSlice& slice) {
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
@@ -309,7 +324,7 @@ void write_checkpoint_collective(Communicator& comm, const std::string& path,
 }
 #endif
 
-TensorOffsets write_checkpoint_skeleton(const std::string& path, const ParamLayout& layout,
+TensorOffsets write_checkpoint_skeleton(const std::string& path, const StoredTensors& layout,
                                         const ckpt_format::Meta& meta) {
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
@@ -328,15 +343,10 @@ TensorOffsets write_checkpoint_skeleton(const std::string& path, const ParamLayo
   check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
   TensorOffsets out;
   for (size_t a = 0; a < ckpt_format::kTensorGroups.size(); ++a) {
-    for (const TensorSpec& t : layout.tensors()) {
+    for (const StoredTensor& t : layout.tensors) {
       const std::string name = std::string(ckpt_format::kTensorGroups[a]) + "/" + t.name;
       const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
-      Id space =
-          h5::check_space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr),
-                          "H5Screate_simple");
-      Id dset = h5::check_dataset(H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space.get(),
-                                             H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                                  "creating dataset " + name);
+      const auto [space, dset] = create_f32_dataset(f, name, shape, dcpl.get());
       const haddr_t at = H5Dget_offset(dset.get());
       if (at == HADDR_UNDEF) throw std::runtime_error("no file space for dataset " + name);
       out.offset[a].push_back(static_cast<uint64_t>(at));
@@ -348,16 +358,16 @@ TensorOffsets write_checkpoint_skeleton(const std::string& path, const ParamLayo
   return out;
 }
 
-void write_tensor_checksums(const std::string& path, const ParamLayout& layout,
+void write_tensor_checksums(const std::string& path, const StoredTensors& layout,
                             const std::array<std::vector<uint64_t>, 3>& digests) {
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
   Id file = h5::check_file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT),
                            "cannot reopen HDF5 file " + path);
   for (size_t a = 0; a < digests.size(); ++a) {
-    for (size_t i = 0; i < layout.tensors().size(); ++i) {
+    for (size_t i = 0; i < layout.tensors.size(); ++i) {
       const std::string name =
-          std::string(ckpt_format::kTensorGroups[a]) + "/" + layout.tensors()[i].name;
+          std::string(ckpt_format::kTensorGroups[a]) + "/" + layout.tensors[i].name;
       Id dset = h5::check_dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT),
                                   "opening dataset " + name);
       Id attr = h5::check_attr(H5Aopen(dset.get(), ckpt_format::kChecksumAttr, H5P_DEFAULT),

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "checkpoint_format.hpp"
-#include "railyard/param_layout.hpp"
+#include "railyard/checkpoint_schema.hpp"
 
 namespace railyard {
 
@@ -38,17 +38,17 @@ struct TensorOffsets {
 // and more at 4096-aligned offsets) and a checksum of 0. The file is closed when this returns;
 // the caller writes the tensors' bytes at the offsets returned, then write_tensor_checksums.
 // Throws std::runtime_error with HDF5's reason.
-TensorOffsets write_checkpoint_skeleton(const std::string& path, const ParamLayout& layout,
+TensorOffsets write_checkpoint_skeleton(const std::string& path, const StoredTensors& layout,
                                         const ckpt_format::Meta& meta);
 // Sets each tensor dataset's checksum attribute: digests[array][tensor index].
-void write_tensor_checksums(const std::string& path, const ParamLayout& layout,
+void write_tensor_checksums(const std::string& path, const StoredTensors& layout,
                             const std::array<std::vector<uint64_t>, 3>& digests);
 
 #if RAILYARD_PARALLEL_HDF5
-// Collective over comm: rank r writes its slice; the slices partition [0, layout.total()) in
+// Collective over comm: rank r writes its slice; the slices partition [0, layout.total) in
 // rank order. Every rank throws the same error when any rank fails.
 void write_checkpoint_collective(Communicator& comm, const std::string& path,
-                                 const ParamLayout& layout, const ckpt_format::Meta& meta,
+                                 const StoredTensors& layout, const ckpt_format::Meta& meta,
                                  const WriteSlice& slice);
 #endif
 

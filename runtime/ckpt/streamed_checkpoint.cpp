@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "checkpoint_writer.hpp"
-#include "railyard/chunk_pipeline.hpp"
 #include "dataset_checksum.hpp"
+#include "railyard/chunk_pipeline.hpp"
 #include "railyard/direct_file.hpp"
 
 namespace railyard {
@@ -25,12 +25,12 @@ struct Chunk {
   uint64_t file_offset;
 };
 
-std::vector<Chunk> plan_chunks(const ParamLayout& layout, const TensorOffsets& where,
+std::vector<Chunk> plan_chunks(const StoredTensors& layout, const TensorOffsets& where,
                                size_t chunk_elems) {
   std::vector<Chunk> out;
   for (size_t a = 0; a < where.offset.size(); ++a) {
-    for (size_t i = 0; i < layout.tensors().size(); ++i) {
-      const TensorSpec& t = layout.tensors()[i];
+    for (size_t i = 0; i < layout.tensors.size(); ++i) {
+      const StoredTensor& t = layout.tensors[i];
       for (size_t done = 0; done < t.numel; done += chunk_elems) {
         const size_t n = std::min(chunk_elems, t.numel - done);
         out.push_back({static_cast<StateArray>(a), i, t.offset + done, n,
@@ -49,7 +49,7 @@ uint64_t file_size(const std::string& path) {
 
 }  // namespace
 
-StreamStats write_checkpoint_streamed(const std::string& path, const ParamLayout& layout,
+StreamStats write_checkpoint_streamed(const std::string& path, const StoredTensors& layout,
                                       const ckpt_format::Meta& meta, StateSnapshot& snap,
                                       const StreamOptions& options) {
   if (options.chunk_bytes == 0 || options.chunk_bytes % DirectFile::kAlign != 0 ||
@@ -58,8 +58,7 @@ StreamStats write_checkpoint_streamed(const std::string& path, const ParamLayout
         "write_checkpoint_streamed: chunks must be a positive multiple "
         "of 4096 bytes and buffers at least 1");
   }
-  if (snap.total() != layout.total() || snap.shard_begin() != 0 ||
-      snap.shard_end() != layout.total()) {
+  if (snap.total() != layout.total || snap.shard_begin() != 0 || snap.shard_end() != layout.total) {
     throw std::logic_error("write_checkpoint_streamed: the snapshot must hold the whole state");
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -69,7 +68,7 @@ StreamStats write_checkpoint_streamed(const std::string& path, const ParamLayout
   file.reserve(file_size(path));
 
   const std::vector<Chunk> chunks = plan_chunks(layout, where, options.chunk_bytes / sizeof(float));
-  const size_t ntensors = layout.tensors().size();
+  const size_t ntensors = layout.tensors.size();
   std::vector<Xxh3Stream> hashes(3 * ntensors);
   const std::vector<float*> buffers = snap.staging(options.buffers, options.chunk_bytes);
   StreamStats stats;

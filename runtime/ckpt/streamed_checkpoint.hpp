@@ -11,7 +11,7 @@
 #include <string>
 
 #include "checkpoint_format.hpp"
-#include "railyard/param_layout.hpp"
+#include "railyard/checkpoint_schema.hpp"
 #include "railyard/state_snapshot.hpp"
 
 namespace railyard {
@@ -31,7 +31,7 @@ struct StreamStats {
 // One process writes the whole file; `snap` must hold the whole moments (shard [0, total)).
 // Throws std::runtime_error or std::system_error naming what failed (ENOSPC, EFBIG, HDF5's
 // reason, a failed copy out of the snapshot).
-StreamStats write_checkpoint_streamed(const std::string& path, const ParamLayout& layout,
+StreamStats write_checkpoint_streamed(const std::string& path, const StoredTensors& layout,
                                       const ckpt_format::Meta& meta, StateSnapshot& snap,
                                       const StreamOptions& options = {});
 

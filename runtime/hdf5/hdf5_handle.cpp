@@ -26,11 +26,6 @@ herr_t collect(unsigned n, const H5E_error2_t* err, void* data) {
   return 0;
 }
 
-Id checked(hid_t id, herr_t (*close)(hid_t), const std::string& what) {
-  if (id < 0) throw std::runtime_error(what + ": " + error_stack());
-  return Id(id, close);
-}
-
 }  // namespace
 
 std::string error_stack() {
@@ -62,26 +57,9 @@ void Id::reset() {
   id_ = H5I_INVALID_HID;
 }
 
-Id check_file(hid_t id, const std::string& what) {
-  return checked(id, H5Fclose, what);
-}
-Id check_group(hid_t id, const std::string& what) {
-  return checked(id, H5Gclose, what);
-}
-Id check_dataset(hid_t id, const std::string& what) {
-  return checked(id, H5Dclose, what);
-}
-Id check_space(hid_t id, const std::string& what) {
-  return checked(id, H5Sclose, what);
-}
-Id check_plist(hid_t id, const std::string& what) {
-  return checked(id, H5Pclose, what);
-}
-Id check_attr(hid_t id, const std::string& what) {
-  return checked(id, H5Aclose, what);
-}
-Id check_type(hid_t id, const std::string& what) {
-  return checked(id, H5Tclose, what);
+Id IdCheck::operator()(hid_t id, const std::string& what) const {
+  if (id < 0) throw std::runtime_error(what + ": " + error_stack());
+  return Id(id, close);
 }
 
 void check(herr_t rc, const std::string& what) {

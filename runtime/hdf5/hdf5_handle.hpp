@@ -40,14 +40,16 @@ class Id {
   herr_t (*close_)(hid_t) = nullptr;
 };
 
-// Each throws std::runtime_error("<what>: <HDF5 error stack>") on failure.
-Id check_file(hid_t id, const std::string& what);
-Id check_group(hid_t id, const std::string& what);
-Id check_dataset(hid_t id, const std::string& what);
-Id check_space(hid_t id, const std::string& what);
-Id check_plist(hid_t id, const std::string& what);
-Id check_attr(hid_t id, const std::string& what);
-Id check_type(hid_t id, const std::string& what);
+// check_file(H5Fopen(...), what) and the like: the identifier HDF5 just returned, owned and
+// closed by the matching H5?close. Each throws std::runtime_error("<what>: <HDF5 error stack>")
+// when HDF5 failed.
+struct IdCheck {
+  herr_t (*close)(hid_t);
+  Id operator()(hid_t id, const std::string& what) const;
+};
+inline constexpr IdCheck check_file{H5Fclose}, check_group{H5Gclose}, check_dataset{H5Dclose},
+    check_space{H5Sclose}, check_plist{H5Pclose}, check_attr{H5Aclose}, check_type{H5Tclose};
+// The same for a status code.
 void check(herr_t rc, const std::string& what);
 
 // Scalar attributes on any object.

@@ -1,10 +1,18 @@
 #pragma once
 // Subcommands of railyard-ckpt that live outside railyard_ckpt_main.cpp (one file each).
+#include <boost/program_options.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "railyard/sampler.hpp"
+
+// The command line of one command: the options of `visible` plus one positional operand, stored
+// as "operand". nullopt when --help was asked for (and printed). Throws
+// boost::program_options::error naming a bad option, or "missing <operand>" when it is absent.
+std::optional<boost::program_options::variables_map> parse_with_operand(
+    const std::vector<std::string>& args,
+    const boost::program_options::options_description& visible, const std::string& operand);
 
 // What `railyard-ckpt sample` was asked to do.
 struct SampleArgs {

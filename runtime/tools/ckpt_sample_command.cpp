@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -16,6 +15,7 @@
 #include "ckpt_commands.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/exit_code.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 #include "railyard/gpt_cpu.hpp"
 #include "railyard/hf_directory.hpp"
 #include "railyard/npy_array.hpp"
@@ -104,21 +104,12 @@ po::options_description sample_options() {
 }  // namespace
 
 std::optional<SampleArgs> parse_sample_args(const std::vector<std::string>& args) {
-  const po::options_description visible = sample_options();
-  po::options_description all;
-  all.add(visible).add_options()("model", po::value<std::string>(), "MODEL");
-  po::positional_options_description positional;
-  positional.add("model", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  if (vm.count("help")) {
-    std::cout << visible;
-    return std::nullopt;
-  }
-  po::notify(vm);
+  const std::optional<po::variables_map> parsed =
+      parse_with_operand(args, sample_options(), "MODEL (a checkpoint or HF directory)");
+  if (!parsed) return std::nullopt;
+  const po::variables_map& vm = *parsed;
   SampleArgs a;
-  if (!vm.count("model")) throw po::error("missing MODEL (a checkpoint or HF directory)");
-  a.model = vm["model"].as<std::string>();
+  a.model = vm["operand"].as<std::string>();
   a.have_prompt = vm.count("prompt") > 0;
   if (a.have_prompt) a.prompt = vm["prompt"].as<std::string>();
   if (vm.count("prompt-ids")) a.prompt_ids = vm["prompt-ids"].as<std::string>();
@@ -224,8 +215,9 @@ int ckpt_sample_command(const SampleArgs& a) {
       cfg = railyard::gpt_config_from_hf(railyard::read_hf_config(a.model));
       params = railyard::read_hf_params(a.model, cfg);
     } else {
-      railyard::LoadedCheckpoint c = railyard::read_checkpoint(a.model);
-      cfg = c.model;
+      railyard::LoadedCheckpoint c =
+          railyard::read_checkpoint(a.model, railyard::gpt_checkpoint_schema());
+      cfg = railyard::gpt_config_from(c.model);
       params = std::move(c.state.params);
     }
     const std::vector<int32_t> prompt = prompt_tokens(a, cfg.vocab);

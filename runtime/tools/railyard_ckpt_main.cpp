@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "ckpt_commands.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/exit_code.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 #include "railyard/hf_directory.hpp"
 #include "railyard/input_file.hpp"
 #include "railyard/iso_time.hpp"
@@ -57,7 +57,7 @@ int usage(const std::string& why) {
 }
 
 int cmd_list(const std::string& dir) {
-  const auto infos = railyard::list_checkpoints(dir);
+  const auto infos = railyard::list_checkpoints(dir, railyard::gpt_checkpoint_schema());
   if (infos.empty()) {
     std::printf("no checkpoints in %s\n", dir.c_str());
     return kOk;
@@ -73,10 +73,11 @@ int cmd_list(const std::string& dir) {
 
 int cmd_verify(const std::string& path) {
   try {
-    const railyard::LoadedCheckpoint c = railyard::read_checkpoint(path);
+    const railyard::LoadedCheckpoint c =
+        railyard::read_checkpoint(path, railyard::gpt_checkpoint_schema());
     std::printf("ok: %s: step %lld, format %lld, %zu tensors verified\n", path.c_str(),
                 static_cast<long long>(c.progress.step), static_cast<long long>(c.format_version),
-                railyard::gpt_param_layout(c.model).tensors().size());
+                c.tensors.tensors.size());
     return kOk;
   } catch (const railyard::CheckpointError& e) {
     std::fprintf(stderr, "invalid: %s\n", e.what());
@@ -84,7 +85,7 @@ int cmd_verify(const std::string& path) {
   }
 }
 
-double rms(const std::vector<float>& v, const railyard::TensorSpec& t) {
+double rms(const std::vector<float>& v, const railyard::StoredTensor& t) {
   double s = 0;
   for (size_t i = t.offset; i < t.offset + t.numel; ++i) s += double(v[i]) * v[i];
   return std::sqrt(s / static_cast<double>(t.numel));
@@ -93,13 +94,12 @@ double rms(const std::vector<float>& v, const railyard::TensorSpec& t) {
 int cmd_inspect(const std::string& path) {
   railyard::LoadedCheckpoint c;
   try {
-    c = railyard::read_checkpoint(path);
+    c = railyard::read_checkpoint(path, railyard::gpt_checkpoint_schema());
   } catch (const railyard::CheckpointError& e) {
     std::fprintf(stderr, "invalid: %s\n", e.what());
     return kInvalid;
   }
   const auto& p = c.progress;
-  const auto& m = c.model;
   std::printf("file            %s\n", path.c_str());
   std::printf("format_version  %lld\n", static_cast<long long>(c.format_version));
   std::printf("step            %lld\n", static_cast<long long>(p.step));
@@ -113,18 +113,18 @@ int cmd_inspect(const std::string& path) {
               static_cast<unsigned long long>(p.loader.cursor));
   std::printf("created         %s\n", railyard::iso_time(c.created_unix).c_str());
   std::string model;
-  for (const railyard::GptConfigField& f : railyard::kGptConfigFields) {
-    model += std::string(model.empty() ? "" : " ") + f.name + "=" + std::to_string(m.*f.member);
+  for (const railyard::Attribute& a : c.model) {
+    model += (model.empty() ? "" : " ") + a.name + "=" + railyard::attribute_text(a.value);
   }
   std::printf("model           %s\n", model.c_str());
   std::printf("rng_state       %zu words\n", p.rng_state.size());
   std::printf("config_json     %s\n", p.config_json.c_str());
-  const railyard::ParamLayout layout = railyard::gpt_param_layout(m);
+  const std::vector<railyard::StoredTensor>& tensors = c.tensors.tensors;
   size_t n = 0;
-  for (const auto& t : layout.tensors()) n += t.numel;
+  for (const auto& t : tensors) n += t.numel;
   std::printf("tensors         %zu (%zu parameters); rms of params, adam m, adam v:\n",
-              layout.tensors().size(), n);
-  for (const auto& t : layout.tensors()) {
+              tensors.size(), n);
+  for (const auto& t : tensors) {
     std::string shape = "[";
     for (size_t i = 0; i < t.shape.size(); ++i) {
       shape += (i ? ", " : "") + std::to_string(t.shape[i]);
@@ -147,7 +147,8 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
     return usage(std::string("export: ") + e.what());
   }
   try {
-    const railyard::LoadedCheckpoint c = railyard::read_checkpoint(file);
+    const railyard::LoadedCheckpoint c =
+        railyard::read_checkpoint(file, railyard::gpt_checkpoint_schema());
     if (format == "hf") {
       railyard::export_hf_directory(c, out, force);
     } else {
@@ -179,20 +180,9 @@ std::optional<po::variables_map> parse(const std::string& cmd, const std::vector
         "output,o", po::value<std::string>()->value_name("OUT"),
         "the file (or directory) to write")("force", "overwrite existing files");
   }
-  po::options_description all;
-  all.add(visible).add_options()("operand", po::value<std::string>(), operand);
-  po::positional_options_description positional;
-  positional.add("operand", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  if (vm.count("help")) {
-    std::cout << visible;
-    return std::nullopt;
-  }
-  po::notify(vm);
-  if (!vm.count("operand")) throw po::error(std::string("missing ") + operand);
-  if (cmd == "export" && !vm.count("output")) throw po::error("missing -o OUT");
-  if (cmd == "export" && !vm.count("format")) throw po::error("missing --format");
+  std::optional<po::variables_map> vm = parse_with_operand(args, visible, operand);
+  if (vm && cmd == "export" && !vm->count("output")) throw po::error("missing -o OUT");
+  if (vm && cmd == "export" && !vm->count("format")) throw po::error("missing --format");
   return vm;
 }
 

@@ -16,6 +16,7 @@
 #include "railyard/contract_env.hpp"
 #include "railyard/data_loader.hpp"
 #include "railyard/divergence.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 #include "railyard/hf_directory.hpp"
 #include "railyard/lr_schedule.hpp"
 #include "railyard/model_memory.hpp"
@@ -122,6 +123,9 @@ struct Trainer::State {
   std::unique_ptr<SignalWatcher> own_watcher;  // when the caller gave none
   SignalWatcher* watcher = nullptr;
   std::unique_ptr<CheckpointStore> store;
+  // The model as the checkpoints see it (gpt_checkpoint.hpp), built once.
+  StoredTensors ckpt_tensors;
+  Attributes ckpt_model;
   LrSchedule schedule;
   AdamWParams hp;
   TrainProgress progress;
@@ -293,8 +297,12 @@ void Trainer::setup_engine(State& s) {
   s.progress.world_size = comm_.size();
   s.progress.config_json = cfg_.to_json();
   s.progress.loader = s.loader->position();
-  if (!cfg_.ckpt_dir.empty())
-    s.store = std::make_unique<CheckpointStore>(cfg_.ckpt_dir, cfg_.keep, comm_);
+  s.ckpt_tensors = gpt_stored_tensors(s.engine->layout());
+  s.ckpt_model = gpt_attributes(s.model);
+  if (!cfg_.ckpt_dir.empty()) {
+    s.store =
+        std::make_unique<CheckpointStore>(cfg_.ckpt_dir, cfg_.keep, comm_, gpt_checkpoint_schema());
+  }
 }
 
 // ---- stopping --------------------------------------------------------------------------------
@@ -366,13 +374,13 @@ int Trainer::resume(State& s) {
     const auto t_load = Clock::now();
     std::optional<LoadedCheckpoint> loaded;
     if (cfg_.resume == "auto" && s.store) {
-      loaded = s.store->load_latest(s.model, [this](const std::string& why) { warn(why); });
+      loaded = s.store->load_latest(s.ckpt_model, [this](const std::string& why) { warn(why); });
       emit_run(s, "load",
                loaded ? loaded->path + " (the newest valid checkpoint in " + cfg_.ckpt_dir + ")"
                       : "no checkpoint in " + cfg_.ckpt_dir + " yet: a fresh start");
     } else if (cfg_.resume != "auto" && cfg_.resume != "never") {
       emit_run(s, "load", cfg_.resume);
-      loaded = read_checkpoint(cfg_.resume, &s.model);
+      loaded = read_checkpoint(cfg_.resume, gpt_checkpoint_schema(), &s.ckpt_model);
     }
     if (loaded) {
       restore(s, *loaded, since(t_load));
@@ -599,11 +607,11 @@ void Trainer::save_sync(State& s, const std::string& reason,
                         std::optional<Clock::time_point> signal_at) {
   SaveResult r;
   if (std::shared_ptr<StateSnapshot> live = s.engine->snapshot_state(false)) {
-    r = s.store->save(s.engine->layout(), s.model, *live, s.progress);
+    r = s.store->save(s.ckpt_tensors, s.ckpt_model, *live, s.progress);
   } else {
     ModelState st = s.store->take_spare().value_or(ModelState{});  // see save_async
     s.engine->save_state(st);
-    r = s.store->save(s.engine->layout(), s.model, st, s.progress);
+    r = s.store->save(s.ckpt_tensors, s.ckpt_model, st, s.progress);
   }
   s.newest_ckpt = r.path;
   s.last_save = Clock::now();
@@ -623,12 +631,12 @@ void Trainer::save_async(State& s) {
   auto t0 = Clock::now();
   try {
     if (std::shared_ptr<StateSnapshot> snap = s.engine->snapshot_state(true)) {
-      s.store->save_async(s.engine->layout(), s.model, std::move(snap), s.progress);
+      s.store->save_async(s.ckpt_tensors, s.ckpt_model, std::move(snap), s.progress);
     } else {
       // The previous snapshot's buffers, so the stall is a copy, not fresh pages faulted in.
       ModelState st = s.store->take_spare().value_or(ModelState{});
       s.engine->save_state(st);
-      s.store->save_async(s.engine->layout(), s.model, std::move(st), s.progress);
+      s.store->save_async(s.ckpt_tensors, s.ckpt_model, std::move(st), s.progress);
     }
   } catch (const CheckpointError& e) {  // collective: every rank gets it
     warn(std::string(e.what()) + "; training continues, older checkpoints are kept");

@@ -10,6 +10,7 @@
 #include "checkpoint_test_util.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 
 using namespace railyard;
 using ckpt_test::ScratchDir;
@@ -19,15 +20,17 @@ namespace {
 class CheckpointFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    store_ = std::make_unique<CheckpointStore>(dir_.path(), 0, Communicator::world());
+    store_ = std::make_unique<CheckpointStore>(dir_.path(), 0, Communicator::world(),
+                                               gpt_checkpoint_schema());
     state_ = ckpt_test::make_state(layout_, 0.5f);
     progress_ = ckpt_test::make_progress(12);
-    path_ = store_->save(layout_, model_, state_, progress_).path;
+    path_ =
+        store_->save(gpt_stored_tensors(layout_), gpt_attributes(model_), state_, progress_).path;
   }
 
   std::string error_of(const GptConfig* expect = nullptr) {
     try {
-      read_checkpoint(path_, expect);
+      ckpt_test::read_gpt(path_, expect);
     } catch (const CheckpointError& e) {
       return e.what();
     }
@@ -65,7 +68,7 @@ class CheckpointFile : public ::testing::Test {
 
 TEST_F(CheckpointFile, RoundTripIsBitExact) {
   EXPECT_EQ(std::filesystem::path(path_).filename(), "ckpt-00000012.h5");
-  const LoadedCheckpoint got = read_checkpoint(path_, &model_);
+  const LoadedCheckpoint got = ckpt_test::read_gpt(path_, &model_);
   for (const TensorSpec& t : layout_.tensors()) {
     for (size_t i = t.offset; i < t.offset + t.numel; ++i) {
       ASSERT_EQ(std::memcmp(&got.state.params[i], &state_.params[i], 4), 0) << t.name;
@@ -86,8 +89,8 @@ TEST_F(CheckpointFile, RoundTripIsBitExact) {
   EXPECT_EQ(got.progress.rng_state, progress_.rng_state);
   EXPECT_EQ(got.progress.world_size, 1);
   EXPECT_EQ(got.progress.config_json, progress_.config_json);
-  EXPECT_EQ(got.model.padded_vocab, 64);
-  EXPECT_EQ(got.model.dim, 16);
+  EXPECT_EQ(gpt_config_from(got.model).padded_vocab, 64);
+  EXPECT_EQ(gpt_config_from(got.model).dim, 16);
 }
 
 TEST_F(CheckpointFile, PrivateModes) {

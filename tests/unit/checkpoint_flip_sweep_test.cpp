@@ -16,6 +16,7 @@
 #include "checkpoint_test_util.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 
 using namespace railyard;
 using ckpt_test::ScratchDir;
@@ -54,11 +55,15 @@ TEST(CheckpointFlipSweep, EveryDamagedFileIsReportedAndResumeFallsBack) {
   ScratchDir dir;
   const GptConfig model = smallest_model();
   const ParamLayout layout = gpt_param_layout(model);
-  CheckpointStore store(dir.path(), 0, Communicator::world());
+  CheckpointStore store(dir.path(), 0, Communicator::world(), gpt_checkpoint_schema());
   const ModelState older = ckpt_test::make_state(layout, 0.25f);
   const ModelState newer = ckpt_test::make_state(layout, 0.75f);
-  store.save(layout, model, older, ckpt_test::make_progress(10));
-  const std::string path = store.save(layout, model, newer, ckpt_test::make_progress(20)).path;
+  store.save(gpt_stored_tensors(layout), gpt_attributes(model), older,
+             ckpt_test::make_progress(10));
+  const std::string path = store
+                               .save(gpt_stored_tensors(layout), gpt_attributes(model), newer,
+                                     ckpt_test::make_progress(20))
+                               .path;
   const std::string original = slurp(path);
 
   const char* env = std::getenv("RAILYARD_FLIP_STRIDE");
@@ -75,7 +80,7 @@ TEST(CheckpointFlipSweep, EveryDamagedFileIsReportedAndResumeFallsBack) {
     spill(path, bytes);
     std::string reported;
     std::optional<LoadedCheckpoint> got =
-        store.load_latest(model, [&](const std::string& why) { reported += why; });
+        store.load_latest(gpt_attributes(model), [&](const std::string& why) { reported += why; });
     ASSERT_TRUE(got.has_value()) << "byte " << at << ": no checkpoint resumed";
     if (reported.empty()) {
       // A flip HDF5 never reads (free space, padding) must leave the state as saved.

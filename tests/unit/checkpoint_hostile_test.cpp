@@ -20,6 +20,7 @@
 #include "checkpoint_test_util.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 
 using namespace railyard;
 using ckpt_test::ScratchDir;
@@ -41,6 +42,14 @@ void put(hid_t obj, const char* name, hid_t mem, T v) {
   H5Aclose(a);
 }
 
+// The /model attribute `name` of a stored record (the GPT's are all int64).
+int64_t& model_attr(ckpt_format::StoredMeta& m, const std::string& name) {
+  for (Attribute& a : m.model) {
+    if (a.name == name) return std::get<int64_t>(a.value);
+  }
+  throw std::out_of_range("no /model attribute " + name);
+}
+
 // The stored metadata of a file, as the writer packed it.
 ckpt_format::StoredMeta stored(hid_t f) {
   ckpt_format::StoredMeta m;
@@ -59,12 +68,9 @@ ckpt_format::StoredMeta stored(hid_t f) {
     H5Aclose(a);
   }
   hid_t g = H5Gopen2(f, "model", H5P_DEFAULT);
-  m.vocab = get_i64(g, "vocab");
-  m.padded_vocab = get_i64(g, "padded_vocab");
-  m.max_seq = get_i64(g, "max_seq");
-  m.layers = get_i64(g, "layers");
-  m.heads = get_i64(g, "heads");
-  m.dim = get_i64(g, "dim");
+  for (const GptConfigField& field : kGptConfigFields) {
+    m.model.push_back({field.name, get_i64(g, field.name)});
+  }
   H5Gclose(g);
   return m;
 }
@@ -81,12 +87,9 @@ void rewrite(const std::string& path, const ckpt_format::StoredMeta& m, bool reh
   put(f, "lr", H5T_NATIVE_DOUBLE, m.lr);
   put(f, "loader_epoch", H5T_NATIVE_UINT64, m.loader_epoch);
   hid_t g = H5Gopen2(f, "model", H5P_DEFAULT);
-  put(g, "vocab", H5T_NATIVE_INT64, m.vocab);
-  put(g, "padded_vocab", H5T_NATIVE_INT64, m.padded_vocab);
-  put(g, "max_seq", H5T_NATIVE_INT64, m.max_seq);
-  put(g, "layers", H5T_NATIVE_INT64, m.layers);
-  put(g, "heads", H5T_NATIVE_INT64, m.heads);
-  put(g, "dim", H5T_NATIVE_INT64, m.dim);
+  for (const Attribute& a : m.model) {
+    put(g, a.name.c_str(), H5T_NATIVE_INT64, std::get<int64_t>(a.value));
+  }
   H5Gclose(g);
   if (rehash) {
     put(f, ckpt_format::kMetaChecksumAttr, H5T_NATIVE_UINT64,
@@ -98,9 +101,13 @@ void rewrite(const std::string& path, const ckpt_format::StoredMeta& m, bool reh
 class HostileCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    store_ = std::make_unique<CheckpointStore>(dir_.path(), 0, Communicator::world());
+    store_ = std::make_unique<CheckpointStore>(dir_.path(), 0, Communicator::world(),
+                                               gpt_checkpoint_schema());
     state_ = ckpt_test::make_state(layout_, 0.5f);
-    path_ = store_->save(layout_, model_, state_, ckpt_test::make_progress(12)).path;
+    path_ = store_
+                ->save(gpt_stored_tensors(layout_), gpt_attributes(model_), state_,
+                       ckpt_test::make_progress(12))
+                .path;
     hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     meta_ = stored(f);
     H5Fclose(f);
@@ -108,7 +115,7 @@ class HostileCheckpoint : public ::testing::Test {
 
   std::string error_of() {
     try {
-      read_checkpoint(path_);
+      ckpt_test::read_gpt(path_);
     } catch (const CheckpointError& e) {
       return e.what();
     }
@@ -117,7 +124,10 @@ class HostileCheckpoint : public ::testing::Test {
 
   // Saves `state` as step 13 and returns that file's error.
   std::string error_of_state(const ModelState& state) {
-    path_ = store_->save(layout_, model_, state, ckpt_test::make_progress(13)).path;
+    path_ = store_
+                ->save(gpt_stored_tensors(layout_), gpt_attributes(model_), state,
+                       ckpt_test::make_progress(13))
+                .path;
     return error_of();
   }
 
@@ -144,8 +154,8 @@ TEST_F(HostileCheckpoint, AbsurdValuesUnderAConsistentChecksumAreRejected) {
       {"attribute lr", [](auto& m) { m.lr = std::numeric_limits<double>::quiet_NaN(); }},
       {"attribute lr", [](auto& m) { m.lr = -1e-3; }},
       {"attribute loader_epoch", [](auto& m) { m.loader_epoch = UINT64_MAX; }},
-      {"attribute /model dim", [](auto& m) { m.dim = int64_t{1} << 40; }},
-      {"attribute /model layers", [](auto& m) { m.layers = -1; }},
+      {"/model attributes: dim is", [](auto& m) { model_attr(m, "dim") = int64_t{1} << 40; }},
+      {"/model attributes: layers is", [](auto& m) { model_attr(m, "layers") = -1; }},
   };
   for (const Case& c : cases) {
     ckpt_format::StoredMeta m = meta_;
@@ -160,7 +170,7 @@ TEST_F(HostileCheckpoint, AbsurdValuesUnderAConsistentChecksumAreRejected) {
 TEST_F(HostileCheckpoint, MetadataChecksumCoversTheHigh32BitsOfInt64Attributes) {
   for (int which = 0; which < 2; ++which) {
     ckpt_format::StoredMeta m = meta_;
-    (which == 0 ? m.world_size : m.vocab) += int64_t{1} << 32;  // same low 32 bits
+    (which == 0 ? m.world_size : model_attr(m, "vocab")) += int64_t{1} << 32;  // same low 32 bits
     rewrite(path_, m, false);
     EXPECT_NE(error_of().find("metadata checksum mismatch"), std::string::npos) << error_of();
   }
@@ -169,7 +179,7 @@ TEST_F(HostileCheckpoint, MetadataChecksumCoversTheHigh32BitsOfInt64Attributes) 
 TEST_F(HostileCheckpoint, ShapesAreCheckedAgainstTheModelAttributes) {
   // /model says dim 8, the tensors are dim 16: inspect and export size buffers from /model.
   ckpt_format::StoredMeta m = meta_;
-  m.dim = 8;
+  model_attr(m, "dim") = 8;
   rewrite(path_, m, true);
   const std::string e = error_of();
   EXPECT_NE(e.find("/params/wte has shape [64, 16], the /model attributes give [64, 8]"),
@@ -179,7 +189,8 @@ TEST_F(HostileCheckpoint, ShapesAreCheckedAgainstTheModelAttributes) {
 
 TEST_F(HostileCheckpoint, ModelLargerThanTheFileIsRefusedBeforeAllocating) {
   ckpt_format::StoredMeta m = meta_;
-  m.vocab = m.padded_vocab = int64_t{1} << 30;  // 12 GiB of state in a file of kilobytes
+  model_attr(m, "vocab") = model_attr(m, "padded_vocab") =
+      int64_t{1} << 30;  // 12 GiB of state in a file of kilobytes
   rewrite(path_, m, true);
   const std::string e = error_of();
   EXPECT_NE(e.find("but the file holds only"), std::string::npos) << e;
@@ -260,24 +271,30 @@ TEST(CheckpointRetention, KeepCountsValidCheckpointsOnly) {
   ScratchDir dir;
   const GptConfig model = ckpt_test::tiny_model();
   const ParamLayout layout = gpt_param_layout(model);
-  CheckpointStore store(dir.path(), 2, Communicator::world());
+  CheckpointStore store(dir.path(), 2, Communicator::world(), gpt_checkpoint_schema());
   const ModelState state = ckpt_test::make_state(layout, 0.5f);
-  const std::string four = store.save(layout, model, state, ckpt_test::make_progress(4)).path;
-  const std::string five = store.save(layout, model, state, ckpt_test::make_progress(5)).path;
+  const std::string four = store
+                               .save(gpt_stored_tensors(layout), gpt_attributes(model), state,
+                                     ckpt_test::make_progress(4))
+                               .path;
+  const std::string five = store
+                               .save(gpt_stored_tensors(layout), gpt_attributes(model), state,
+                                     ckpt_test::make_progress(5))
+                               .path;
   std::filesystem::resize_file(five, std::filesystem::file_size(five) / 2);  // damaged
   const std::string six = dir.path() + "/ckpt-00000006.h5";
   std::ofstream(six).flush();  // empty
-  store.save(layout, model, state, ckpt_test::make_progress(7));
+  store.save(gpt_stored_tensors(layout), gpt_attributes(model), state, ckpt_test::make_progress(7));
   // 7 and 4 are the two newest valid ones: 4 must survive; damaged files do not count.
   EXPECT_TRUE(std::filesystem::exists(four));
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/ckpt-00000007.h5"));
-  const std::vector<CheckpointInfo> infos = list_checkpoints(dir.path());
+  const std::vector<CheckpointInfo> infos = list_checkpoints(dir.path(), gpt_checkpoint_schema());
   ASSERT_EQ(infos.size(), 4u);
   EXPECT_FALSE(infos[1].valid);
   EXPECT_FALSE(infos[2].valid);
   // One more save: now 8 and 7 are kept, the older valid 4 goes, the damaged ones stay
   // reported (they are never counted, never preferred).
-  store.save(layout, model, state, ckpt_test::make_progress(8));
+  store.save(gpt_stored_tensors(layout), gpt_attributes(model), state, ckpt_test::make_progress(8));
   EXPECT_FALSE(std::filesystem::exists(four));
 }
 
@@ -287,19 +304,20 @@ TEST(CheckpointDirectory, AnUnreadableDirectoryIsAnErrorNotNoCheckpoints) {
   const std::string not_a_dir = dir.path() + "/file";
   std::ofstream(not_a_dir) << "x";
   try {
-    list_checkpoints(not_a_dir);
+    list_checkpoints(not_a_dir, gpt_checkpoint_schema());
     ADD_FAILURE() << "listing a non-directory succeeded";
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("cannot read checkpoint directory " + not_a_dir),
               std::string::npos)
         << e.what();
   }
-  EXPECT_TRUE(list_checkpoints(dir.path() + "/missing").empty());  // absent: nothing saved yet
+  EXPECT_TRUE(list_checkpoints(dir.path() + "/missing", gpt_checkpoint_schema())
+                  .empty());  // absent: nothing saved yet
   if (geteuid() == 0) GTEST_SKIP() << "root reads directories without permission";
   const std::string closed = dir.path() + "/closed";
   std::filesystem::create_directories(closed);
   chmod(closed.c_str(), 0);
-  EXPECT_THROW(list_checkpoints(closed), CheckpointError);
+  EXPECT_THROW(list_checkpoints(closed, gpt_checkpoint_schema()), CheckpointError);
   chmod(closed.c_str(), 0700);
 }
 

@@ -10,6 +10,7 @@
 #include "checkpoint_test_util.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 
 using namespace railyard;
 namespace fs = std::filesystem;
@@ -67,23 +68,25 @@ class Sharded : public ::testing::Test {
 };
 
 TEST_F(Sharded, SyncSaveHoldsTheWholeLogicalTensors) {
-  CheckpointStore store(dir_, 0, comm_);
+  CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
   TrainProgress p = ckpt_test::make_progress(7);
   p.world_size = comm_.size();
-  const SaveResult r = store.save(layout_, model_, shard(), p);
-  const LoadedCheckpoint got = read_checkpoint(r.path, &model_);
+  const SaveResult r = store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(), p);
+  const LoadedCheckpoint got = ckpt_test::read_gpt(r.path, &model_);
   expect_full(got);
   EXPECT_EQ(got.progress.world_size, comm_.size());
 }
 
 TEST_F(Sharded, AsyncGatheredSaveEqualsTheSyncSave) {
-  CheckpointStore store(dir_, 0, comm_);
-  store.save(layout_, model_, shard(), ckpt_test::make_progress(8));
-  store.save_async(layout_, model_, shard(), ckpt_test::make_progress(9));
+  CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
+  store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+             ckpt_test::make_progress(8));
+  store.save_async(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+                   ckpt_test::make_progress(9));
   const auto r = store.wait();
   ASSERT_TRUE(r.has_value());
-  const LoadedCheckpoint a = read_checkpoint(dir_ + "/ckpt-00000008.h5", &model_);
-  const LoadedCheckpoint b = read_checkpoint(r->path, &model_);
+  const LoadedCheckpoint a = ckpt_test::read_gpt(dir_ + "/ckpt-00000008.h5", &model_);
+  const LoadedCheckpoint b = ckpt_test::read_gpt(r->path, &model_);
   expect_full(b);
   EXPECT_EQ(a.state.params, b.state.params);
   EXPECT_EQ(a.state.m, b.state.m);
@@ -91,30 +94,42 @@ TEST_F(Sharded, AsyncGatheredSaveEqualsTheSyncSave) {
 }
 
 TEST_F(Sharded, EveryRankLoadsTheWholeState) {
-  CheckpointStore store(dir_, 0, comm_);
-  store.save(layout_, model_, shard(), ckpt_test::make_progress(11));
-  const auto got = store.load_latest(model_, nullptr);
+  CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
+  store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+             ckpt_test::make_progress(11));
+  const auto got = store.load_latest(gpt_attributes(model_), nullptr);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->progress.step, 11);
   EXPECT_EQ(got->progress.config_json, ckpt_test::make_progress(11).config_json);
+  // The /model attributes and the tensors they describe reach every rank too.
+  const GptConfig model = gpt_config_from(got->model);
+  for (const GptConfigField& f : kGptConfigFields) EXPECT_EQ(model.*f.member, model_.*f.member);
+  EXPECT_EQ(got->tensors.total, layout_.total());
+  ASSERT_EQ(got->tensors.tensors.size(), layout_.tensors().size());
+  EXPECT_EQ(got->tensors.tensors.back().name, layout_.tensors().back().name);
   expect_full(*got);
 }
 
 TEST_F(Sharded, ABadShardOnOneRankFailsEveryRank) {
-  CheckpointStore store(dir_, 0, comm_);
+  CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
   ModelState s = shard();
   if (comm_.rank() == comm_.size() - 1) s.m.pop_back();
-  EXPECT_THROW(store.save(layout_, model_, s, ckpt_test::make_progress(3)), CheckpointError);
+  EXPECT_THROW(store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), s,
+                          ckpt_test::make_progress(3)),
+               CheckpointError);
   // Every rank is still in step: a collective save afterwards works.
-  store.save(layout_, model_, shard(), ckpt_test::make_progress(4));
-  EXPECT_TRUE(read_checkpoint(dir_ + "/ckpt-00000004.h5", &model_).progress.step == 4);
+  store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+             ckpt_test::make_progress(4));
+  EXPECT_TRUE(ckpt_test::read_gpt(dir_ + "/ckpt-00000004.h5", &model_).progress.step == 4);
 }
 
 TEST_F(Sharded, AWriteErrorFailsEveryRankAndLeavesNoTemporary) {
-  CheckpointStore store(dir_, 0, comm_);
+  CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
   if (comm_.rank() == 0) fs::create_symlink("/nonexistent", dir_ + "/ckpt-00000005.h5");
   comm_.barrier();
-  EXPECT_THROW(store.save(layout_, model_, shard(), ckpt_test::make_progress(5)), CheckpointError);
+  EXPECT_THROW(store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+                          ckpt_test::make_progress(5)),
+               CheckpointError);
   if (comm_.rank() == 0) {
     for (const auto& e : fs::directory_iterator(dir_)) {
       EXPECT_EQ(e.path().filename().string().find(".ckpt-"), std::string::npos) << e.path();

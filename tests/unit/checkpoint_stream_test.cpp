@@ -22,6 +22,7 @@
 #include "railyard/communicator.hpp"
 #include "railyard/direct_file.hpp"
 #include "railyard/durable_file.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 #include "railyard/preempt.hpp"
 #include "railyard/state_snapshot.hpp"
 
@@ -162,7 +163,7 @@ TEST(StreamedCheckpoint, SmallChunksAndOneBufferGiveTheSameVerifiedFile) {
   const GptConfig c = ckpt_test::tiny_model();
   const ParamLayout layout = gpt_param_layout(c);
   const ModelState st = ckpt_test::make_state(layout, 0.5f);
-  const ckpt_format::Meta meta{c, ckpt_test::make_progress(9), st.adam_step, 1.7e9};
+  const ckpt_format::Meta meta{gpt_attributes(c), ckpt_test::make_progress(9), st.adam_step, 1.7e9};
   size_t numel = 0;  // the layout's padding is not written
   for (const TensorSpec& t : layout.tensors()) numel += t.numel;
   std::vector<std::vector<char>> files;
@@ -171,9 +172,10 @@ TEST(StreamedCheckpoint, SmallChunksAndOneBufferGiveTheSameVerifiedFile) {
     const std::string path = dir.path() + "/ckpt-00000009.h5";
     std::filesystem::remove(path);
     HostStateSnapshot snap(st);
-    const StreamStats stats = write_checkpoint_streamed(path, layout, meta, snap, opt);
+    const StreamStats stats =
+        write_checkpoint_streamed(path, gpt_stored_tensors(layout), meta, snap, opt);
     EXPECT_EQ(stats.tensor_bytes, 3 * numel * sizeof(float));
-    const LoadedCheckpoint got = read_checkpoint(path, &c);
+    const LoadedCheckpoint got = ckpt_test::read_gpt(path, &c);
     for (const TensorSpec& t : layout.tensors()) {
       for (size_t i = t.offset; i < t.offset + t.numel; ++i) {
         ASSERT_EQ(got.state.params[i], st.params[i]) << t.name;
@@ -195,11 +197,11 @@ TEST(StreamedCheckpoint, AFailedCopyFailsTheSaveAndLeavesNoFile) {
   const GptConfig c = ckpt_test::tiny_model();
   const ParamLayout layout = gpt_param_layout(c);
   const ModelState st = ckpt_test::make_state(layout, 1.0f);
-  CheckpointStore store(dir.path(), 2, comm);
-  store.save(layout, c, st, ckpt_test::make_progress(1));
+  CheckpointStore store(dir.path(), 2, comm, gpt_checkpoint_schema());
+  store.save(gpt_stored_tensors(layout), gpt_attributes(c), st, ckpt_test::make_progress(1));
   FailingSnapshot bad(st, 10);
   try {
-    store.save(layout, c, bad, ckpt_test::make_progress(2));
+    store.save(gpt_stored_tensors(layout), gpt_attributes(c), bad, ckpt_test::make_progress(2));
     FAIL() << "no exception";
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("device copy failed (test)"), std::string::npos)
@@ -219,16 +221,17 @@ TEST(StreamedCheckpoint, ABackgroundSaveOfASnapshotHoldsItUntilWaitedFor) {
   const GptConfig c = ckpt_test::tiny_model();
   const ParamLayout layout = gpt_param_layout(c);
   const ModelState st = ckpt_test::make_state(layout, 2.0f);
-  CheckpointStore store(dir.path(), 2, comm);
+  CheckpointStore store(dir.path(), 2, comm, gpt_checkpoint_schema());
   auto snap = std::make_shared<HostStateSnapshot>(st);
   std::weak_ptr<StateSnapshot> watch = snap;
-  store.save_async(layout, c, std::move(snap), ckpt_test::make_progress(4));
+  store.save_async(gpt_stored_tensors(layout), gpt_attributes(c), std::move(snap),
+                   ckpt_test::make_progress(4));
   EXPECT_FALSE(watch.expired());  // the writer reads it
   const auto r = store.wait();
   ASSERT_TRUE(r.has_value());
   EXPECT_TRUE(store.background_finished());
   EXPECT_TRUE(watch.expired());
-  const LoadedCheckpoint got = read_checkpoint(r->path, &c);
+  const LoadedCheckpoint got = ckpt_test::read_gpt(r->path, &c);
   EXPECT_EQ(got.state.params, st.params);
   EXPECT_EQ(got.progress.step, 4);
 }

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <string>
 
+#include "railyard/checkpoint.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 #include "railyard/gpt_config.hpp"
 #include "railyard/param_layout.hpp"
 #include "railyard/train_state.hpp"
@@ -54,6 +56,15 @@ inline railyard::TrainProgress make_progress(int64_t step) {
   p.world_size = 1;
   p.config_json = R"({"model":{"layers":2},"steps":)" + std::to_string(step) + "}";
   return p;
+}
+
+// read_checkpoint of a GPT checkpoint, expecting `expect` when given.
+inline railyard::LoadedCheckpoint read_gpt(const std::string& path,
+                                           const railyard::GptConfig* expect = nullptr) {
+  const railyard::Attributes want =
+      expect ? railyard::gpt_attributes(*expect) : railyard::Attributes{};
+  return railyard::read_checkpoint(path, railyard::gpt_checkpoint_schema(),
+                                   expect ? &want : nullptr);
 }
 
 // A fresh directory under the build tree, removed at the end of the test.

@@ -11,6 +11,8 @@ Two checks:
    the full list of headers each object was compiled with comes from Ninja's dependency log.
 3. Checkpoints see MPI only as parallel HDF5's communicator: their sources call no MPI function
    (collectives go through the Communicator).
+Checkpoints see named tensors, not the model: no checkpoint object includes a header of the
+model's (one per source of runtime/model, less the state structs they store), checked as in 2.
 
 Needs the Ninja build in RAILYARD_BUILD_DIR to be built (exits 77, skipped, for other generators).
 """
@@ -32,6 +34,18 @@ SIGNALS = r"(^|/)(csignal|signal\.h)$"
 SLURM = r"(^|/)slurm/[a-z_]+\.h$"
 SPANK = r"(^|/)slurm/spank\.h$"
 
+
+def model_headers():
+    """The model's public headers (railyard/<source>.hpp for each source of runtime/model), less
+    state_snapshot.hpp: the state structs are what checkpoints store."""
+    folder = os.path.join(SOURCE, "runtime", "model")
+    names = sorted(n[:-4] for n in os.listdir(folder) if n.endswith(".cpp"))
+    names = [n for n in names if n != "state_snapshot"]
+    return r"(^|/)railyard/(" + "|".join(map(re.escape, names)) + r")\.hpp$"
+
+
+MODEL = model_headers() if os.path.isdir(os.path.join(SOURCE, "runtime", "model")) else r"^$^"
+
 # target -> forbidden headers (regexes on the dependency paths), with the reason.
 RULES = {
     "railyard_model": [(MPI, "MPI"), (NCCL, "NCCL"), (HDF5, "HDF5"), (SIGNALS, "signals"),
@@ -46,7 +60,8 @@ RULES = {
     "railyard_nccl_comm": [(HDF5, "HDF5"), (SPANK, "spank.h")],
     "railyard_hdf5_io": [(NCCL, "NCCL"), (SPANK, "spank.h")],
     "railyard_data": [(NCCL, "NCCL"), (SPANK, "spank.h")],
-    "railyard_ckpt": [(NCCL, "NCCL"), (SPANK, "spank.h")],
+    # Checkpoints see named tensors and attributes (checkpoint_schema.hpp), not the model.
+    "railyard_ckpt": [(NCCL, "NCCL"), (SPANK, "spank.h"), (MODEL, "the model")],
     "railyard_preempt": [(NCCL, "NCCL"), (HDF5, "HDF5"), (SPANK, "spank.h")],
     "railyard_metrics": [(MPI, "MPI"), (NCCL, "NCCL"), (HDF5, "HDF5"), (SPANK, "spank.h")],
     "railyard_train": [(NCCL, "NCCL"), (SPANK, "spank.h")],

@@ -49,6 +49,25 @@ std::vector<int32_t> read_all(const TokenDataset& d) {
   return out;
 }
 
+// Gives the open file `f` a vocab_size attribute.
+void put_vocab_size(hid_t f, int vocab) {
+  hid_t as = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_I32LE, as, H5P_DEFAULT, H5P_DEFAULT);
+  EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT, &vocab), 0);
+  H5Aclose(a);
+  H5Sclose(as);
+}
+
+// Finishes a token file written by hand: its vocab_size, then closes the dataset `d`, its
+// creation properties and space, and the file.
+void finish_token_file(hid_t f, hid_t d, hid_t dcpl, hid_t space, int vocab) {
+  put_vocab_size(f, vocab);
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
 TEST_F(TokenDatasetTest, Hdf5RoundTripUint16AndUint32) {
   std::vector<uint32_t> small = {0, 1, 255, 7, 3};
   write_token_file(path("a.h5"), small, 256);
@@ -93,16 +112,7 @@ TEST_F(TokenDatasetTest, ChunkedCompressedHdf5IsLoaded) {
   std::vector<uint16_t> t(n);
   for (size_t i = 0; i < n; ++i) t[i] = static_cast<uint16_t>(i % 97);
   ASSERT_GE(H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data()), 0);
-  hid_t as = H5Screate(H5S_SCALAR);
-  hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_I32LE, as, H5P_DEFAULT, H5P_DEFAULT);
-  int v = 97;
-  H5Awrite(a, H5T_NATIVE_INT, &v);
-  H5Aclose(a);
-  H5Sclose(as);
-  H5Dclose(d);
-  H5Pclose(dcpl);
-  H5Sclose(space);
-  H5Fclose(f);
+  finish_token_file(f, d, dcpl, space, 97);
   TokenDataset ds({path("c.h5")});
   EXPECT_EQ(ds.vocab(), 97);
   std::vector<int32_t> all = read_all(ds);
@@ -153,12 +163,7 @@ TEST_F(TokenDatasetTest, BadFilesAreRejectedWithTheirName) {
 
   // A vocab_size attribute smaller than the data's largest token.
   f = H5Fopen(path("noattr.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  hid_t as = H5Screate(H5S_SCALAR);
-  hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_I32LE, as, H5P_DEFAULT, H5P_DEFAULT);
-  int v = 256;
-  H5Awrite(a, H5T_NATIVE_INT, &v);
-  H5Aclose(a);
-  H5Sclose(as);
+  put_vocab_size(f, 256);
   H5Fclose(f);
   expect_error({path("noattr.h5")}, "token 300, outside its vocabulary of 256");
 
@@ -185,16 +190,7 @@ TEST_F(TokenDatasetTest, DeclaredTokensMustBeStoredBeforeTheyAreAllocated) {
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   H5Pset_chunk(dcpl, 1, &chunk);
   hid_t d = H5Dcreate2(f, "tokens", H5T_STD_U16LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-  hid_t as = H5Screate(H5S_SCALAR);
-  hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_I32LE, as, H5P_DEFAULT, H5P_DEFAULT);
-  int v = 256;
-  H5Awrite(a, H5T_NATIVE_INT, &v);
-  H5Aclose(a);
-  H5Sclose(as);
-  H5Dclose(d);
-  H5Pclose(dcpl);
-  H5Sclose(space);
-  H5Fclose(f);
+  finish_token_file(f, d, dcpl, space, 256);
   expect_error({path("hollow.h5")}, "/tokens declares 536870912 bytes of tokens but stores only 0");
 }
 

@@ -17,6 +17,7 @@
 
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 #include "railyard/lr_schedule.hpp"
 #include "railyard/preempt.hpp"
 #include "railyard/token_dataset.hpp"
@@ -218,7 +219,7 @@ TEST_F(TrainerTest, ADivergedStepStopsWithItsOwnExitCodeAndIsNeverSaved) {
               });
     EXPECT_EQ(t.run(), exit_code::kDiverged);
     EXPECT_EQ(calls.zero_grad, 3);  // no step after the bad one
-    const std::vector<CheckpointInfo> infos = list_checkpoints(dir);
+    const std::vector<CheckpointInfo> infos = list_checkpoints(dir, gpt_checkpoint_schema());
     ASSERT_EQ(infos.size(), 2u);
     // The last finite step, none of step 3 (the recording engine's one-tensor layout is not a
     // GPT's, so the files do not verify as GPT checkpoints; their names are what counts here).
@@ -260,7 +261,7 @@ TEST_F(TrainerTest, ASignalDuringALongValidationStopsAtTheNextBatchWithACheckpoi
             });
   EXPECT_EQ(t.run(), exit_code::kStopped);
   EXPECT_EQ(evaluations, 1);
-  const std::vector<CheckpointInfo> infos = list_checkpoints(dir);
+  const std::vector<CheckpointInfo> infos = list_checkpoints(dir, gpt_checkpoint_schema());
   ASSERT_EQ(infos.size(), 1u);
   EXPECT_EQ(infos[0].step, 1);  // the last completed step
   fs::remove_all(dir);
@@ -311,7 +312,8 @@ TEST_F(TrainerTest, ASignalDuringStartUpStopsBeforeTheCheckpointLoadAndSavesNoth
   if (Communicator::world().rank() == 0) {
     EXPECT_NE(err.find("during start-up, before training"), std::string::npos) << err;
   }
-  EXPECT_TRUE(list_checkpoints(dir).empty());  // nothing trained, nothing saved
+  EXPECT_TRUE(
+      list_checkpoints(dir, gpt_checkpoint_schema()).empty());  // nothing trained, nothing saved
   EXPECT_EQ(std::count(rec.kinds.begin(), rec.kinds.end(), "load"), 0);
   fs::remove_all(dir);
 }

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "railyard/durable_file.hpp"
+#include "railyard/gpt_checkpoint.hpp"
 #include "railyard/safetensors.hpp"
 
 namespace railyard {
@@ -60,7 +61,7 @@ bool ignorable(const std::string& name) {
 }  // namespace
 
 void export_hf_directory(const LoadedCheckpoint& ckpt, const std::string& dir, bool force) {
-  const GptConfig& m = ckpt.model;
+  const GptConfig m = gpt_config_from(ckpt.model);
   const std::string config = dir + "/config.json", weights = dir + "/model.safetensors";
   if (!force) {
     for (const std::string& p : {config, weights}) {
@@ -102,7 +103,8 @@ HfGpt2Config read_hf_config(const std::string& path) {
   const auto size = fs::file_size(config, ec);
   std::ifstream in(config, std::ios::binary);
   if (ec || !in) {
-    throw std::invalid_argument(config + " cannot be read (a Hugging Face GPT-2 directory holds "
+    throw std::invalid_argument(config +
+                                " cannot be read (a Hugging Face GPT-2 directory holds "
                                 "config.json and model.safetensors)");
   }
   if (size > (1u << 20)) throw std::invalid_argument(config + " is over 1 MiB");
