@@ -219,6 +219,71 @@ TEST_F(HostileCheckpoint, NonFiniteOrNegativeSecondMomentIsRejected) {
   EXPECT_NE(e.find(">= 0"), std::string::npos) << e;
 }
 
+// Tensors larger than the reader's 1 MiB chunks: values are checked chunk by chunk as they are
+// read (checkpoint_reader.cpp), the message still naming the element's index in the tensor.
+class LargeTensorCheckpoint : public ::testing::Test {
+ protected:
+  static GptConfig model() {
+    GptConfig c = ckpt_test::tiny_model();
+    c.vocab = c.padded_vocab = 4096;  // wte: 4096 x 128 floats, 2 MiB
+    c.dim = 128;
+    c.heads = 2;
+    c.layers = 1;
+    return c;
+  }
+  std::string error_of(const ModelState& s, std::string* path = nullptr) {
+    const std::string p = store_.save(layout_, model_, s, ckpt_test::make_progress(5)).path;
+    if (path != nullptr) *path = p;
+    return error_after_save(p);
+  }
+  static std::string error_after_save(const std::string& p) {
+    try {
+      read_checkpoint(p);
+    } catch (const CheckpointError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+  ScratchDir dir_;
+  GptConfig model_ = model();
+  ParamLayout layout_ = gpt_param_layout(model_);
+  CheckpointStore store_{dir_.path(), 0, Communicator::world()};
+  ModelState state_ = ckpt_test::make_state(layout_, 0.25f);
+};
+
+TEST_F(LargeTensorCheckpoint, ABadValuePastTheFirstChunkIsNamedByItsIndexInTheTensor) {
+  ASSERT_GT(layout_.at("wte").numel * 4, size_t{1} << 20);
+  EXPECT_EQ(error_of(state_), "no error");
+  ModelState s = state_;
+  s.m[layout_.at("wte").offset + 400000] = std::numeric_limits<float>::quiet_NaN();
+  const std::string e = error_of(s);
+  EXPECT_NE(e.find("dataset /adam/m/wte holds nan at element 400000"), std::string::npos) << e;
+}
+
+// Damage that turns values into NaN is reported as damage (the checksum), not as a diverged
+// state, though the value check sees those bytes first.
+TEST_F(LargeTensorCheckpoint, DamagedTensorBytesAreAChecksumMismatch) {
+  std::string path;
+  ASSERT_EQ(error_of(state_, &path), "no error");
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t d = H5Dopen2(f, "params/wte", H5P_DEFAULT);
+  const haddr_t at = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  ASSERT_NE(at, HADDR_UNDEF);
+  {
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(at + (size_t{3} << 20) / 2));
+    const char nan[4] = {'\xff', '\xff', '\xff', '\xff'};
+    io.write(nan, sizeof nan);
+  }
+  const std::string e = error_after_save(path);
+  EXPECT_NE(e.find("checksum mismatch in dataset /params/wte"), std::string::npos) << e;
+  EXPECT_FALSE(check_checkpoint(path).valid);
+}
+
 TEST(IsolatedRead, ACrashingReaderIsAFailedCheckNotACrash) {
   const isolated::Outcome r = isolated::run(1000, []() -> int64_t {
     raise(SIGSEGV);
