@@ -63,9 +63,10 @@ struct CheckpointCheck {
 CheckpointCheck check_checkpoint(const std::string& path, const GptConfig* expect = nullptr);
 
 // Reads and verifies one file (format version, metadata checksum and ranges, /params against
-// the /model attributes and `expect` when given, every dataset's checksum, finite values),
-// first in a child process (check_checkpoint). Throws CheckpointError naming the file and the
-// problem.
+// the /model attributes and `expect` when given, every dataset's checksum, finite values).
+// What HDF5 parses is read first in a child process, as check_checkpoint does; the tensors'
+// bytes, which it does not, are read and verified only here, once. Throws CheckpointError
+// naming the file and the problem.
 LoadedCheckpoint read_checkpoint(const std::string& path, const GptConfig* expect = nullptr);
 
 // The checkpoint files of `dir`, newest step first, each fully verified; changes nothing (no
