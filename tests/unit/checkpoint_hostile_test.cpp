@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -282,6 +283,43 @@ TEST_F(LargeTensorCheckpoint, DamagedTensorBytesAreAChecksumMismatch) {
   const std::string e = error_after_save(path);
   EXPECT_NE(e.find("checksum mismatch in dataset /params/wte"), std::string::npos) << e;
   EXPECT_FALSE(check_checkpoint(path).valid);
+}
+
+// Where HDF5 says a contiguous tensor lies: the structure check (in the child) rejects an
+// offset that a damaged layout message moved onto another tensor or past the end of the file,
+// before any tensor byte is read.
+TEST_F(LargeTensorCheckpoint, ATensorLaidOverAnotherOrPastTheEndIsRejected) {
+  std::string path;
+  ASSERT_EQ(error_of(state_, &path), "no error");
+  auto where = [&](const char* name) {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    const std::pair<uint64_t, uint64_t> at{H5Dget_offset(d), H5Dget_storage_size(d)};
+    H5Dclose(d);
+    H5Fclose(f);
+    return at;
+  };
+  const auto [wte, bytes] = where("params/wte");
+  const uint64_t wpe = where("params/wpe").first;
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), {});
+  // The contiguous layout message (version 3, class 1): its address, then its size.
+  std::string message("\x03\x01", 2);
+  for (uint64_t v : {wte, bytes}) message.append(reinterpret_cast<const char*>(&v), 8);
+  const size_t at = file.find(message);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(file.find(message, at + 1), std::string::npos);
+  auto error_with_address = [&](uint64_t address) {
+    std::string damaged = file;
+    damaged.replace(at + 2, 8, reinterpret_cast<const char*>(&address), 8);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << damaged;
+    return error_after_save(path);
+  };
+  std::string e = error_with_address(wpe);
+  EXPECT_NE(e.find("overlap in the file"), std::string::npos) << e;
+  e = error_with_address(file.size() - bytes / 2);
+  EXPECT_NE(e.find("/params/wte lies at bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("past the end of the file"), std::string::npos) << e;
 }
 
 TEST(IsolatedRead, ACrashingReaderIsAFailedCheckNotACrash) {
