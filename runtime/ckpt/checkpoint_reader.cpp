@@ -136,7 +136,8 @@ void check_extents(std::vector<TensorRead> reads, uint64_t file_bytes) {
     if (r.bytes > file_bytes || r.offset > file_bytes - r.bytes) {
       throw std::runtime_error("dataset " + r.name + " lies at bytes " + std::to_string(r.offset) +
                                " + " + std::to_string(r.bytes) + ", past the end of the file (" +
-                               std::to_string(file_bytes) + " bytes): the file is truncated");
+                               std::to_string(file_bytes) +
+                               " bytes): the file is truncated or damaged");
     }
     if (i > 0 && reads[i - 1].offset + reads[i - 1].bytes > r.offset) {
       throw std::runtime_error("datasets " + reads[i - 1].name + " " + byte_range(reads[i - 1]) +
