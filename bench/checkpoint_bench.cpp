@@ -68,6 +68,14 @@ TrainProgress progress_at(int64_t step, const GptConfig& c) {
   return p;
 }
 
+constexpr const char* kUsage =
+    "usage: checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]\n"
+    "         [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024] [--repeat 3]\n"
+    "         [--json FILE] [--mode bench|pattern --steps N]\n"
+    "bench (default): periodic-save stall (first, later), step time during a background write,\n"
+    "sync save vs `dd oflag=direct`, load + verify vs a `dd` read, all in DIR; one JSON line to\n"
+    "stdout and FILE. pattern: N small checkpoints of a known pattern for tests.\n";
+
 struct Options {
   GptConfig model;
   std::string dir, mode = "bench", json, device = "cpu", precision = "fp32";
@@ -264,6 +272,10 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
     if (a == "--dir")
       o.dir = next();
     else if (a == "--layers")
@@ -296,7 +308,7 @@ int main(int argc, char** argv) {
     }
   }
   if (o.dir.empty() || (o.mode != "bench" && o.mode != "pattern") || o.repeat < 1) {
-    std::fprintf(stderr, "usage: checkpoint_bench --dir DIR [--mode bench|pattern] ...\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   c.padded_vocab = (c.vocab + 63) / 64 * 64;
