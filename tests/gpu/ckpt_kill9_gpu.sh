@@ -4,7 +4,8 @@
 # exists); every checkpoint under a final name must verify, and the next run must remove the
 # temporary and resume from the newest complete checkpoint. Run on the GPU machine:
 #   bash tests/gpu/ckpt_kill9_gpu.sh BUILD_DIR WORK_DIR
-# (DEVICE=cpu MODEL="--layers 2 ..." runs the same steps on the CPU engine, to check the script.)
+# (DEVICE=cpu MODEL="--layers 2 --heads 2 --dim 128 --seq 64 --vocab 50257 --batch 2" runs the
+# same steps on the CPU engine in seconds, to check the script; the data's vocabulary is 50257.)
 set -u -o pipefail
 BUILD=$1
 W=$2

@@ -7,7 +7,8 @@
 #   - 1 rank resumes at step 10 (saved on 2 ranks), finishes, its step-20 file says world size 1;
 # and that 1-rank step-20 checkpoint resumes on 2 ranks with --zero 1 (each rank cuts its shard).
 #   bash tests/gpu/ckpt_zero1_world_gpu.sh BUILD_DIR WORK_DIR
-# (DEVICE=cpu ZERO=0 runs the same steps on the CPU engine, to check the script.)
+# (DEVICE=cpu ZERO=0 MODEL="--layers 1 --heads 2 --dim 32 --seq 32 --vocab 50257 --batch 2" runs
+# the same steps on the CPU engine in seconds, to check the script.)
 set -u -o pipefail
 BUILD=$1
 W=$2
