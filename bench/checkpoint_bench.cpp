@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,14 @@ TrainProgress progress_at(int64_t step, const GptConfig& c) {
   return p;
 }
 
+constexpr const char* kUsage =
+    "usage: checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]\n"
+    "         [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024] [--repeat 3]\n"
+    "         [--json FILE] [--mode bench|pattern --steps N]\n"
+    "bench (default): periodic-save stall (first, later), step time during a background write,\n"
+    "sync save vs `dd oflag=direct`, load + verify vs a `dd` read, all in DIR; one JSON line to\n"
+    "stdout and FILE. pattern: N small checkpoints of a known pattern for tests.\n";
+
 struct Options {
   GptConfig model;
   std::string dir, mode = "bench", json, device = "cpu", precision = "fp32";
@@ -90,6 +99,8 @@ double run_dd(const std::string& args) {
     }
   }
   pclose(p);
+  // A ratio against 0 would print inf into the JSON: no figure is better than a wrong one.
+  if (rate <= 0) throw std::runtime_error("no rate from `" + cmd + "` (is dd installed?)");
   return rate;
 }
 
@@ -185,9 +196,15 @@ int run_bench(const Options& o) {
     during.insert(during.end(), these.begin(), these.end());
     for (int i = 0; i < 5; ++i) quiet.push_back(run.step());
   }
-  const double slowdown = during.empty() ? 0 : (median(during) / median(quiet) - 1) * 100;
+  // null in the JSON when the writes were shorter than a step: not measured, rather than 0%.
+  char during_ms[32] = "null", slowdown[32] = "null";
+  if (!during.empty()) {
+    std::snprintf(during_ms, sizeof during_ms, "%.2f", median(during) * 1e3);
+    std::snprintf(slowdown, sizeof slowdown, "%.2f", (median(during) / median(quiet) - 1) * 100);
+  }
 
   std::vector<double> sync_rates;
+  std::string newest;
   for (int r = 0; r < o.repeat; ++r) {
     run.step();
     std::shared_ptr<StateSnapshot> live = engine->snapshot_state(false);
@@ -200,22 +217,27 @@ int run_bench(const Options& o) {
                                                 gpt_attributes(c), st, progress_at(run.done(), c));
                             }();
     sync_rates.push_back(res.bytes / res.seconds / 1e9);
+    newest = res.path;
     std::printf("sync save %d: %.3f s durable, %.3f GB/s (%.0f%% of dd)%s\n", r + 1, res.seconds,
                 sync_rates.back(), sync_rates.back() / dd_gbps * 100,
                 res.direct_io ? "" : " (page cache: O_DIRECT refused)");
   }
+  // The save wrote around the page cache (O_DIRECT): one read brings the file in, so the load
+  // and the read below are both measured warm, from the same cache.
+  run_dd("if=" + newest + " of=/dev/null bs=64M");
+  const double read_gbps = run_dd("if=" + newest + " of=/dev/null bs=64M");
+  std::printf("dd read of %s (page cache warm): %.3f GB/s\n", newest.c_str(), read_gbps);
   std::vector<double> load_rates;
-  std::string newest;
   for (int r = 0; r < o.repeat; ++r) {
     const double t0 = now();
     const auto got = store.load_latest(gpt_attributes(c), nullptr);
     load_rates.push_back(gb / (now() - t0));
-    newest = got->path;
+    if (!got || got->path != newest) {
+      throw std::runtime_error("loaded " + (got ? got->path : "nothing") + ", not " + newest);
+    }
     std::printf("load+verify %d: %.3f s, %.3f GB/s (page cache warm)\n", r + 1, now() - t0,
                 load_rates.back());
   }
-  const double read_gbps = run_dd("if=" + newest + " of=/dev/null bs=64M");
-  std::printf("dd read of %s (page cache warm): %.3f GB/s\n", newest.c_str(), read_gbps);
 
   const double stall_later = stalls.size() > 1
                                  ? median(std::vector<double>(stalls.begin() + 1, stalls.end()))
@@ -225,11 +247,11 @@ int run_bench(const Options& o) {
   std::snprintf(json, sizeof json,
                 "{\"engine\": \"%s\", \"state_gb\": %.4f, \"stall_ms_first\": %.3f, "
                 "\"stall_ms_later\": %.3f, \"step_ms_quiet\": %.2f, \"step_ms_during_write\": "
-                "%.2f, \"step_slowdown_pct\": %.2f, \"sync_gbps\": %.3f, \"dd_direct_gbps\": "
+                "%s, \"step_slowdown_pct\": %s, \"sync_gbps\": %.3f, \"dd_direct_gbps\": "
                 "%.3f, \"sync_vs_dd_pct\": %.1f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
                 "\"load_vs_read_pct\": %.1f}\n",
                 engine->describe().c_str(), gb, stalls.front() * 1e3, stall_later * 1e3,
-                median(quiet) * 1e3, median(during) * 1e3, slowdown, sync_gbps, dd_gbps,
+                median(quiet) * 1e3, during_ms, slowdown, sync_gbps, dd_gbps,
                 sync_gbps / dd_gbps * 100, load_gbps, read_gbps, load_gbps / read_gbps * 100);
   std::printf("%s", json);
   if (!o.json.empty()) std::ofstream(o.json) << json;
@@ -255,6 +277,10 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
     if (a == "--dir")
       o.dir = next();
     else if (a == "--layers")
@@ -287,7 +313,7 @@ int main(int argc, char** argv) {
     }
   }
   if (o.dir.empty() || (o.mode != "bench" && o.mode != "pattern") || o.repeat < 1) {
-    std::fprintf(stderr, "usage: checkpoint_bench --dir DIR [--mode bench|pattern] ...\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   c.padded_vocab = (c.vocab + 63) / 64 * 64;

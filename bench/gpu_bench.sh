@@ -176,6 +176,11 @@ stage_ckpt() {
   rm -rf "$dir"
   log "ckpt: kill -9 during a background write of a GPU run, then resume"
   timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$W/ckpt-gpu.log"
+  if [ "$GPUS" -ge 2 ]; then
+    log "ckpt: --zero 1 checkpoints resumed on 2 ranks (bit for bit), on 1, and 1 -> 2"
+    timeout 400 bash tests/gpu/ckpt_zero1_world_gpu.sh "$BUILD" "$dir-zero1" 2>&1 | tail -4 \
+      | tee -a "$W/ckpt-gpu.log"
+  fi
 }
 if has ckpt; then stage_ckpt; fi
 

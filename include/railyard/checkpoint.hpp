@@ -66,8 +66,9 @@ CheckpointCheck check_checkpoint(const std::string& path, const CheckpointSchema
 
 // Reads and verifies one file (format version, metadata checksum and ranges, the /model
 // attributes through `schema` and against `expect` when given, /params against the tensors they
-// describe, every dataset's checksum, finite values), first in a child process
-// (check_checkpoint). Throws CheckpointError naming the file and the problem.
+// describe, every dataset's checksum, finite values). What HDF5 parses is read first in a child
+// process, as check_checkpoint does; the tensors' bytes, which it does not, are read and verified
+// only here, once. Throws CheckpointError naming the file and the problem.
 LoadedCheckpoint read_checkpoint(const std::string& path, const CheckpointSchema& schema,
                                  const Attributes* expect = nullptr);
 

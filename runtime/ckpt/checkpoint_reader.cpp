@@ -1,7 +1,9 @@
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,43 +45,106 @@ std::optional<uint64_t> raw_offset(hid_t dset, hid_t type, size_t bytes) {
   return static_cast<uint64_t>(at);
 }
 
-// Reads dataset `name` (of `dims`, element class/size as given) into `out` and checks its
-// XXH3-64 against the stored attribute. With `defer`, a dataset whose bytes can be read raw is
-// only checked here and queued there, to be read and verified in bulk.
-void read_verified(hid_t file, const std::string& name, const std::vector<int64_t>& dims,
-                   H5T_class_t cls, size_t elem_bytes, hid_t mem_type, void* out,
-                   std::vector<TensorRead>* defer = nullptr) {
+// How far read_file goes. kStructure: everything HDF5 parses (attributes, groups, every
+// dataset's type, shape, layout and checksum attribute, the small datasets, the bytes of any
+// tensor not stored raw) and where each raw tensor lies against the file's size, but not the
+// raw tensors' bytes; kFull: those too, read and verified.
+enum class Depth { kStructure, kFull };
+
+// A dataset opened and checked against its expected element type and shape.
+struct CheckedDataset {
+  Id dset;
+  Id type;
+  size_t n = 0;         // elements
+  uint64_t stored = 0;  // its xxh3_64 attribute
+};
+
+CheckedDataset open_checked(hid_t file, const std::string& name, const std::vector<int64_t>& dims,
+                            H5T_class_t cls, size_t elem_bytes) {
   if (!h5::link_exists(file, name)) throw std::runtime_error("missing dataset /" + name);
-  Id dset = h5::check_dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "opening /" + name);
-  Id type = h5::check_type(H5Dget_type(dset.get()), "type of /" + name);
-  if (H5Tget_class(type.get()) != cls || H5Tget_size(type.get()) != elem_bytes) {
+  CheckedDataset d;
+  d.dset = h5::check_dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "opening /" + name);
+  d.type = h5::check_type(H5Dget_type(d.dset.get()), "type of /" + name);
+  if (H5Tget_class(d.type.get()) != cls || H5Tget_size(d.type.get()) != elem_bytes) {
     throw std::runtime_error("dataset /" + name + " has an unexpected element type (expected " +
                              std::to_string(elem_bytes) + "-byte " +
                              (cls == H5T_FLOAT ? "float" : "integer") + ")");
   }
-  const std::vector<int64_t> got = h5::dataset_dims(dset.get());
+  const std::vector<int64_t> got = h5::dataset_dims(d.dset.get());
   if (got != dims) {
     throw std::runtime_error("dataset /" + name + " has shape " + shape_str(got) + ", expected " +
                              shape_str(dims));
   }
-  size_t n = 1;
-  for (int64_t d : dims) n *= static_cast<size_t>(d);
-  if (!h5::has_attr(dset.get(), ckpt_format::kChecksumAttr)) {
+  d.n = 1;
+  for (int64_t x : dims) d.n *= static_cast<size_t>(x);
+  if (!h5::has_attr(d.dset.get(), ckpt_format::kChecksumAttr)) {
     throw std::runtime_error("dataset /" + name + " has no " + ckpt_format::kChecksumAttr +
                              " checksum attribute");
   }
-  const uint64_t stored = h5::read_attr_u64(dset.get(), ckpt_format::kChecksumAttr);
-  if (defer != nullptr && n > 0) {
-    if (auto at = raw_offset(dset.get(), type.get(), n * elem_bytes)) {
-      defer->push_back({"/" + name, *at, n * elem_bytes, out, stored});
-      return;
+  d.stored = h5::read_attr_u64(d.dset.get(), ckpt_format::kChecksumAttr);
+  return d;
+}
+
+// Reads all of `d` through HDF5 into `out` and checks it against its stored checksum.
+void read_whole(const CheckedDataset& d, const std::string& name, size_t elem_bytes, hid_t mem_type,
+                void* out) {
+  if (d.n > 0) {
+    check(H5Dread(d.dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "reading /" + name);
+  }
+  const uint64_t computed = xxh3_64(out, d.n * elem_bytes);
+  if (computed != d.stored) {
+    throw std::runtime_error(checksum_mismatch("/" + name, d.stored, computed));
+  }
+}
+
+// Reads dataset `name` (of `dims`, element class/size as given) into `out` and checks its
+// XXH3-64 against the stored attribute.
+void read_verified(hid_t file, const std::string& name, const std::vector<int64_t>& dims,
+                   H5T_class_t cls, size_t elem_bytes, hid_t mem_type, void* out) {
+  read_whole(open_checked(file, name, dims, cls, elem_bytes), name, elem_bytes, mem_type, out);
+}
+
+// The float32 tensor `name` of `dims`: queued in `bulk` when its bytes can be read raw (to be
+// read into `dst` and verified there; returns true), else read and verified here through HDF5,
+// into `dst` or, without one (the structure check), into scratch memory: a layout the raw path
+// does not take is parsed by HDF5, so it is read in the child process too.
+bool plan_tensor(hid_t file, const std::string& name, const std::vector<int64_t>& dims, float* dst,
+                 std::vector<TensorRead>& bulk) {
+  const CheckedDataset d = open_checked(file, name, dims, H5T_FLOAT, 4);
+  if (d.n > 0) {
+    if (auto at = raw_offset(d.dset.get(), d.type.get(), d.n * 4)) {
+      bulk.push_back({"/" + name, *at, d.n * 4, dst, d.stored});
+      return true;
     }
   }
-  if (n > 0) {
-    check(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "reading /" + name);
+  std::vector<float> scratch(dst == nullptr ? d.n : 0);
+  read_whole(d, name, 4, H5T_NATIVE_FLOAT, dst != nullptr ? dst : scratch.data());
+  return false;
+}
+
+std::string byte_range(const TensorRead& r) {
+  return "[" + std::to_string(r.offset) + ", " + std::to_string(r.offset + r.bytes) + ")";
+}
+
+// Every raw tensor lies inside the file and overlaps no other, so the structure check rejects a
+// damaged offset or size before anything is read from it.
+void check_extents(std::vector<TensorRead> reads, uint64_t file_bytes) {
+  std::sort(reads.begin(), reads.end(),
+            [](const TensorRead& a, const TensorRead& b) { return a.offset < b.offset; });
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const TensorRead& r = reads[i];
+    if (r.bytes > file_bytes || r.offset > file_bytes - r.bytes) {
+      throw std::runtime_error("dataset " + r.name + " lies at bytes " + std::to_string(r.offset) +
+                               " + " + std::to_string(r.bytes) + ", past the end of the file (" +
+                               std::to_string(file_bytes) +
+                               " bytes): the file is truncated or damaged");
+    }
+    if (i > 0 && reads[i - 1].offset + reads[i - 1].bytes > r.offset) {
+      throw std::runtime_error("datasets " + reads[i - 1].name + " " + byte_range(reads[i - 1]) +
+                               " and " + r.name + " " + byte_range(r) +
+                               " overlap in the file: the file is damaged");
+    }
   }
-  const uint64_t computed = xxh3_64(out, n * elem_bytes);
-  if (computed != stored) throw std::runtime_error(checksum_mismatch("/" + name, stored, computed));
 }
 
 std::vector<int64_t> read_dims_1d(hid_t file, const std::string& name) {
@@ -183,8 +248,74 @@ double model_elements(const CheckpointSchema& schema, const Attributes& model) {
   }
 }
 
+// The /params, /adam/m and /adam/v tensors of `layout`: their structure and extents, and with
+// kFull their bytes into `s` (sized here), verified against their checksums and value ranges.
+void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout, uint64_t file_bytes,
+                  Depth depth, ModelState& s) {
+  const bool full = depth == Depth::kFull;
+  if (full) {
+    // The zero fill is the first touch of 12 bytes per parameter, page faults included: the
+    // three arrays on three threads.
+    auto fill = [n = layout.total](std::vector<float>* a) { a->assign(n, 0.0f); };
+    auto m = std::async(std::launch::async, fill, &s.m);
+    auto v = std::async(std::launch::async, fill, &s.v);
+    fill(&s.params);
+    m.get();
+    v.get();
+  }
+  struct Part {
+    const char* group;
+    std::vector<float>* data;
+  };
+  std::vector<TensorRead> bulk;
+  // The values of a bulk tensor are checked on the thread that reads it, chunk by chunk.
+  struct ValueCheck {
+    std::string name;
+    const float* data;
+    size_t n;
+    bool is_v;
+  };
+  std::vector<ValueCheck> bulk_checks;  // one per bulk read
+  for (const Part& part : {Part{"params", &s.params}, Part{"adam/m", &s.m}, Part{"adam/v", &s.v}}) {
+    if (!h5::link_exists(f, part.group)) {
+      throw std::runtime_error(std::string("missing group /") + part.group);
+    }
+    Id group = h5::check_group(H5Gopen2(f, part.group, H5P_DEFAULT),
+                               std::string("opening /") + part.group);
+    H5G_info_t info{};
+    check(H5Gget_info(group.get(), &info), std::string("listing /") + part.group);
+    for (const StoredTensor& t : layout.tensors) {
+      const std::string name = std::string(part.group) + "/" + t.name;
+      float* dst = full ? part.data->data() + t.offset : nullptr;
+      const ValueCheck c{name, dst, t.numel, part.data == &s.v};
+      if (plan_tensor(f, name, t.shape, dst, bulk)) {
+        bulk_checks.push_back(c);
+      } else if (full) {
+        ckpt_checks::check_values(c.name, c.data, c.n, c.is_v);
+      }
+    }
+    if (info.nlinks != layout.tensors.size()) {
+      throw std::runtime_error("/" + std::string(part.group) + " holds " +
+                               std::to_string(info.nlinks) + " datasets, /params " +
+                               std::to_string(layout.tensors.size()));
+    }
+  }
+  check_extents(bulk, file_bytes);
+  if (!full) return;
+  read_tensors_verified(path, bulk, [&](size_t i, size_t begin, size_t bytes) {
+    const ValueCheck& c = bulk_checks[i];
+    try {
+      ckpt_checks::check_values(c.name, c.data + begin / 4, bytes / 4, c.is_v);
+    } catch (const std::runtime_error&) {
+      // Again from the tensor's start, for a message with the element's index in the tensor.
+      ckpt_checks::check_values(c.name, c.data, (begin + bytes) / 4, c.is_v);
+      throw;
+    }
+  });
+}
+
 LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& schema,
-                           const Attributes* expect) {
+                           const Attributes* expect, Depth depth) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) throw std::runtime_error(std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw std::runtime_error("not a regular file");
@@ -228,47 +359,10 @@ LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& sche
   read_verified(f, "rng_state", rng_dims, H5T_INTEGER, 8, H5T_NATIVE_UINT64, p.rng_state.data());
 
   ModelState& s = out.state;
-  s.params.assign(layout.total, 0.0f);
-  s.m.assign(layout.total, 0.0f);
-  s.v.assign(layout.total, 0.0f);
   s.shard_begin = 0;
   s.shard_end = layout.total;
   s.adam_step = meta.adam_step;
-  struct Part {
-    const char* group;
-    std::vector<float>* data;
-  };
-  std::vector<TensorRead> bulk;
-  // The values are checked once the bulk read has verified them.
-  struct ValueCheck {
-    std::string name;
-    const float* data;
-    size_t n;
-    bool is_v;
-  };
-  std::vector<ValueCheck> value_checks;
-  for (const Part& part : {Part{"params", &s.params}, Part{"adam/m", &s.m}, Part{"adam/v", &s.v}}) {
-    if (!h5::link_exists(f, part.group)) {
-      throw std::runtime_error(std::string("missing group /") + part.group);
-    }
-    Id group = h5::check_group(H5Gopen2(f, part.group, H5P_DEFAULT),
-                               std::string("opening /") + part.group);
-    H5G_info_t info{};
-    check(H5Gget_info(group.get(), &info), std::string("listing /") + part.group);
-    for (const StoredTensor& t : layout.tensors) {
-      const std::string name = std::string(part.group) + "/" + t.name;
-      float* dst = part.data->data() + t.offset;
-      read_verified(f, name, t.shape, H5T_FLOAT, 4, H5T_NATIVE_FLOAT, dst, &bulk);
-      value_checks.push_back({name, dst, t.numel, part.data == &s.v});
-    }
-    if (info.nlinks != layout.tensors.size()) {
-      throw std::runtime_error("/" + std::string(part.group) + " holds " +
-                               std::to_string(info.nlinks) + " datasets, /params " +
-                               std::to_string(layout.tensors.size()));
-    }
-  }
-  read_tensors_verified(path, bulk);
-  for (const ValueCheck& c : value_checks) ckpt_checks::check_values(c.name, c.data, c.n, c.is_v);
+  read_tensors(f, path, layout, file_bytes, depth, s);
   out.format_version = version;
   out.created_unix = h5::has_attr(f, "created_unix") ? h5::read_attr_f64(f, "created_unix") : 0;
   out.model = std::move(meta.model);
@@ -276,10 +370,9 @@ LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& sche
   return out;
 }
 
-}  // namespace
-
-CheckpointCheck check_checkpoint(const std::string& path, const CheckpointSchema& schema,
-                                 const Attributes* expect) {
+// read_file to `depth` in a forked child (isolated_read.hpp). Never throws for a bad file.
+CheckpointCheck check_in_child(const std::string& path, const CheckpointSchema& schema,
+                               const Attributes* expect, Depth depth) {
   CheckpointCheck out;
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
@@ -293,7 +386,7 @@ CheckpointCheck check_checkpoint(const std::string& path, const CheckpointSchema
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
   const isolated::Outcome r = isolated::run(static_cast<uint64_t>(st.st_size), [&] {
-    return read_file(path, schema, expect).progress.step;
+    return read_file(path, schema, expect, depth).progress.step;
   });
   out.valid = r.ok;
   out.step = r.step;
@@ -301,16 +394,24 @@ CheckpointCheck check_checkpoint(const std::string& path, const CheckpointSchema
   return out;
 }
 
+}  // namespace
+
+CheckpointCheck check_checkpoint(const std::string& path, const CheckpointSchema& schema,
+                                 const Attributes* expect) {
+  return check_in_child(path, schema, expect, Depth::kFull);
+}
+
 LoadedCheckpoint read_checkpoint(const std::string& path, const CheckpointSchema& schema,
                                  const Attributes* expect) {
-  // A file that crashes or exhausts the reader fails in a child first; the same bytes then
-  // read the same way here.
-  const CheckpointCheck checked = check_checkpoint(path, schema, expect);
+  // A file that crashes or exhausts HDF5 fails in a child first, which parses all of it that
+  // HDF5 parses; the same bytes then parse the same way here. The raw tensor bytes, which HDF5
+  // does not parse, are read only here, once, and verified here (checksums, values).
+  const CheckpointCheck checked = check_in_child(path, schema, expect, Depth::kStructure);
   if (!checked.valid) throw CheckpointError(checked.error);
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
   try {
-    return read_file(path, schema, expect);
+    return read_file(path, schema, expect, Depth::kFull);
   } catch (const std::exception& e) {
     throw CheckpointError(path + ": " + e.what());
   }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,16 @@ struct TensorRead {
   uint64_t stored = 0;  // its xxh3_64 attribute
 };
 
-// Reads every tensor into its dst and verifies it. Throws std::runtime_error naming the first
-// bad dataset (in `reads` order): a checksum mismatch, or bytes missing past the end of the file.
-void read_tensors_verified(const std::string& path, const std::vector<TensorRead>& reads);
+// Called for bytes [begin, begin + bytes) of reads[index] (whole elements: chunks are whole
+// MiB) once they are read, on the reading thread, while they are in cache; throws std::exception
+// to reject the tensor.
+using ChunkCheck = std::function<void(size_t index, size_t begin, size_t bytes)>;
+
+// Reads every tensor into its dst and verifies it: its checksum, and `check` on each chunk.
+// Throws std::runtime_error naming the first bad dataset (in `reads` order): a checksum
+// mismatch, bytes missing past the end of the file, or what `check` threw.
+void read_tensors_verified(const std::string& path, const std::vector<TensorRead>& reads,
+                           const ChunkCheck& check = nullptr);
 
 // "checksum mismatch in dataset NAME (stored X, computed Y): the file is damaged".
 std::string checksum_mismatch(const std::string& name, uint64_t stored, uint64_t computed);

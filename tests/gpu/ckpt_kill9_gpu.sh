@@ -4,7 +4,8 @@
 # exists); every checkpoint under a final name must verify, and the next run must remove the
 # temporary and resume from the newest complete checkpoint. Run on the GPU machine:
 #   bash tests/gpu/ckpt_kill9_gpu.sh BUILD_DIR WORK_DIR
-# (DEVICE=cpu MODEL="--layers 2 ..." runs the same steps on the CPU engine, to check the script.)
+# (DEVICE=cpu MODEL="--layers 2 --heads 2 --dim 128 --seq 64 --vocab 50257 --batch 2" runs the
+# same steps on the CPU engine in seconds, to check the script; the data's vocabulary is 50257.)
 set -u -o pipefail
 BUILD=$1
 W=$2
@@ -25,6 +26,7 @@ for _ in $(seq 600); do
   kill -0 $pid 2> /dev/null || fail "the run ended early: $(tail -3 "$W/run1.log")"
   sleep 0.1
 done
+ls "$W"/ckpt/ckpt-*.h5 > /dev/null 2>&1 || fail "no checkpoint within 60 s: $(tail -3 "$W/run1.log")"
 for _ in $(seq 6000); do
   ls "$W"/ckpt/.ckpt-*.tmp-* > /dev/null 2>&1 && break
   sleep 0.01
@@ -32,7 +34,10 @@ done
 ls "$W"/ckpt/.ckpt-*.tmp-* > /dev/null 2>&1 || fail "no background write seen"
 kill -9 $pid
 wait $pid 2> /dev/null
-echo "killed during the write of $(ls "$W"/ckpt/.ckpt-*.tmp-*)"
+# Else the write finished between the poll and the kill, and nothing below would test a kill
+# mid-write.
+tmp=$(ls "$W"/ckpt/.ckpt-*.tmp-* 2> /dev/null) || fail "the write ended before the kill landed; run again"
+echo "killed during the write of $tmp"
 newest=$(ls "$W"/ckpt/ckpt-*.h5 | sort | tail -1)
 for f in "$W"/ckpt/ckpt-*.h5; do
   "$BUILD/runtime/tools/railyard-ckpt" verify "$f" || fail "$f does not verify"

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -228,6 +229,111 @@ TEST_F(HostileCheckpoint, NonFiniteOrNegativeSecondMomentIsRejected) {
   e = error_of_state(s);
   EXPECT_NE(e.find("dataset /adam/v/lnf.bias holds -1"), std::string::npos) << e;
   EXPECT_NE(e.find(">= 0"), std::string::npos) << e;
+}
+
+// Tensors larger than the reader's 1 MiB chunks: values are checked chunk by chunk as they are
+// read (checkpoint_reader.cpp), the message still naming the element's index in the tensor.
+class LargeTensorCheckpoint : public ::testing::Test {
+ protected:
+  static GptConfig model() {
+    GptConfig c = ckpt_test::tiny_model();
+    c.vocab = c.padded_vocab = 4096;  // wte: 4096 x 128 floats, 2 MiB
+    c.dim = 128;
+    c.heads = 2;
+    c.layers = 1;
+    return c;
+  }
+  std::string error_of(const ModelState& s, std::string* path = nullptr) {
+    const std::string p = store_
+                              .save(gpt_stored_tensors(layout_), gpt_attributes(model_), s,
+                                    ckpt_test::make_progress(5))
+                              .path;
+    if (path != nullptr) *path = p;
+    return error_after_save(p);
+  }
+  static std::string error_after_save(const std::string& p) {
+    try {
+      read_checkpoint(p, gpt_checkpoint_schema());
+    } catch (const CheckpointError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+  ScratchDir dir_;
+  GptConfig model_ = model();
+  ParamLayout layout_ = gpt_param_layout(model_);
+  CheckpointStore store_{dir_.path(), 0, Communicator::world(), gpt_checkpoint_schema()};
+  ModelState state_ = ckpt_test::make_state(layout_, 0.25f);
+};
+
+TEST_F(LargeTensorCheckpoint, ABadValuePastTheFirstChunkIsNamedByItsIndexInTheTensor) {
+  ASSERT_GT(layout_.at("wte").numel * 4, size_t{1} << 20);
+  EXPECT_EQ(error_of(state_), "no error");
+  ModelState s = state_;
+  s.m[layout_.at("wte").offset + 400000] = std::numeric_limits<float>::quiet_NaN();
+  const std::string e = error_of(s);
+  EXPECT_NE(e.find("dataset /adam/m/wte holds nan at element 400000"), std::string::npos) << e;
+}
+
+// Damage that turns values into NaN is reported as damage (the checksum), not as a diverged
+// state, though the value check sees those bytes first.
+TEST_F(LargeTensorCheckpoint, DamagedTensorBytesAreAChecksumMismatch) {
+  std::string path;
+  ASSERT_EQ(error_of(state_, &path), "no error");
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t d = H5Dopen2(f, "params/wte", H5P_DEFAULT);
+  const haddr_t at = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  ASSERT_NE(at, HADDR_UNDEF);
+  {
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(at + (size_t{3} << 20) / 2));
+    const char nan[4] = {'\xff', '\xff', '\xff', '\xff'};
+    io.write(nan, sizeof nan);
+  }
+  const std::string e = error_after_save(path);
+  EXPECT_NE(e.find("checksum mismatch in dataset /params/wte"), std::string::npos) << e;
+  EXPECT_FALSE(check_checkpoint(path, gpt_checkpoint_schema()).valid);
+}
+
+// Where HDF5 says a contiguous tensor lies: the structure check (in the child) rejects an
+// offset that a damaged layout message moved onto another tensor or past the end of the file,
+// before any tensor byte is read.
+TEST_F(LargeTensorCheckpoint, ATensorLaidOverAnotherOrPastTheEndIsRejected) {
+  std::string path;
+  ASSERT_EQ(error_of(state_, &path), "no error");
+  auto where = [&](const char* name) {
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    const std::pair<uint64_t, uint64_t> at{H5Dget_offset(d), H5Dget_storage_size(d)};
+    H5Dclose(d);
+    H5Fclose(f);
+    return at;
+  };
+  const auto [wte, bytes] = where("params/wte");
+  const uint64_t wpe = where("params/wpe").first;
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), {});
+  // The contiguous layout message (version 3, class 1): its address, then its size.
+  std::string message("\x03\x01", 2);
+  for (uint64_t v : {wte, bytes}) message.append(reinterpret_cast<const char*>(&v), 8);
+  const size_t at = file.find(message);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(file.find(message, at + 1), std::string::npos);
+  auto error_with_address = [&](uint64_t address) {
+    std::string damaged = file;
+    damaged.replace(at + 2, 8, reinterpret_cast<const char*>(&address), 8);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << damaged;
+    return error_after_save(path);
+  };
+  std::string e = error_with_address(wpe);
+  EXPECT_NE(e.find("overlap in the file"), std::string::npos) << e;
+  e = error_with_address(file.size() - bytes / 2);
+  EXPECT_NE(e.find("/params/wte lies at bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("past the end of the file"), std::string::npos) << e;
 }
 
 TEST(IsolatedRead, ACrashingReaderIsAFailedCheckNotACrash) {
