@@ -154,7 +154,7 @@ if has profile; then
   # sets the kernel time against the median step wall time: the rest is the gap.
   log profile
   timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --launch-skip 1500 \
-    --launch-count 1000 --csv --log-file "$W/ncu.csv" "$BUILD/runtime/tools/railyard-train" \
+    --launch-count 850 --csv --log-file "$W/ncu.csv" "$BUILD/runtime/tools/railyard-train" \
     --data $DATA $GPT --steps 14 --device cuda --precision bf16 --log-every 0 > /dev/null 2>&1
   step_ms=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['systems']['railyard']['median_step_ms'])" \
     <(python3 bench/gpu_results.py "$W" x x) 2>/dev/null || echo 0)
