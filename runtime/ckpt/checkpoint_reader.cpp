@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,6 +15,7 @@
 #include "isolated_read.hpp"
 #include "railyard/checkpoint.hpp"
 #include "tensor_reader.hpp"
+#include "zeroed_arrays.hpp"
 
 namespace railyard {
 namespace {
@@ -250,18 +250,11 @@ double model_elements(const CheckpointSchema& schema, const Attributes& model) {
 
 // The /params, /adam/m and /adam/v tensors of `layout`: their structure and extents, and with
 // kFull their bytes into `s` (sized here), verified against their checksums and value ranges.
-void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout, uint64_t file_bytes,
-                  Depth depth, ModelState& s) {
+void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout,
+                  uint64_t file_bytes, Depth depth, ModelState& s) {
   const bool full = depth == Depth::kFull;
   if (full) {
-    // The zero fill is the first touch of 12 bytes per parameter, page faults included: the
-    // three arrays on three threads.
-    auto fill = [n = layout.total](std::vector<float>* a) { a->assign(n, 0.0f); };
-    auto m = std::async(std::launch::async, fill, &s.m);
-    auto v = std::async(std::launch::async, fill, &s.v);
-    fill(&s.params);
-    m.get();
-    v.get();
+    assign_zeroed({&s.params, &s.m, &s.v}, layout.total);
   }
   struct Part {
     const char* group;
