@@ -173,6 +173,18 @@ stage_ckpt() {
   rm -rf "$dir"
   timeout 400 "$BUILD/bench/checkpoint_bench" --dir "$dir" --device cuda --precision bf16 \
     --batch 16 --repeat 3 --json "$W/ckpt-gpu.json" 2>&1 | tee "$W/ckpt-gpu.log"
+  # Which tree and GPU the figures are for, as gpu-1x.json says it.
+  python3 - "$W/ckpt-gpu.json" "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
+    "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY' \
+    && mkdir -p bench/results && cp "$W/ckpt-gpu.json" bench/results/ckpt-gpu.json
+import datetime, json, sys
+path, commit, gpu = sys.argv[1:4]
+figures = json.load(open(path))
+out = {"commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+       "gpu": gpu}
+out.update(figures)
+json.dump(out, open(path, "w"), indent=2)
+PY
   rm -rf "$dir"
   log "ckpt: kill -9 during a background write of a GPU run, then resume"
   timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$W/ckpt-gpu.log"
