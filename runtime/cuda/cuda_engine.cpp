@@ -114,7 +114,15 @@ class CudaEngine final : public Engine {
   // for the whole 16 x 1024 batch, and each chunk's products are still large.
   static constexpr size_t kHeadRows = 4096;
 
+  // Where one layer's activations lie in the allocation plan.
+  struct LayerOffsets {
+    size_t resid, ln1, ln1m, ln1r, qkvp, probs, stats, atty, mid, ln2, ln2m, ln2r, fc, gelu;
+  };
   void plan_memory();
+  std::vector<LayerOffsets> plan_layers(AllocationPlan& plan, bool fused) const;
+  void bind_layers(const std::vector<LayerOffsets>& lo, bool fused);
+  // Throws the out-of-memory message (the plan, the batch, what to change) when it does not fit.
+  void check_plan_fits(const AllocationPlan& plan) const;
   int check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
                   int Tn) const;
   void forward(int B, int Tn);
@@ -364,9 +372,85 @@ void CudaEngine<T>::plan_memory() {
   const size_t attn_ws = choose_attention();
   const bool fused = fused_attention();
 
-  struct LayerOffsets {
-    size_t resid, ln1, ln1m, ln1r, qkvp, probs, stats, atty, mid, ln2, ln2m, ln2r, fc, gelu;
-  };
+  const std::vector<LayerOffsets> lo = plan_layers(plan, fused);
+  size_t o_rfinal = plan.add("final residual", NC * e);
+  size_t o_lnf = plan.add("lnf", NC * e);
+  size_t o_lnfm = plan.add("lnf stats", N * f);
+  size_t o_lnfr = plan.add("lnf stats", N * f);
+  // The logits live only inside loss_head, between forward and backward; the attention's
+  // workspace and these scratch buffers only inside forward and backward: one region for both.
+  const auto overlaid =
+      plan.add_overlaid("logits / attention workspace and scratch",
+                        {{std::min(N, kHeadRows) * size_t(Vp_) * e},
+                         {attn_ws, 3 * NC * e, 4 * NC * e, NC * e, fused ? 0 : NC * e,
+                          fused ? 0 : probs * e, fused ? 0 : 3 * NC * e}});
+  const size_t o_logits = overlaid[0][0];
+  const size_t o_attn_ws = overlaid[1][0], o_qkv = overlaid[1][1], o_d4 = overlaid[1][2],
+               o_dA = overlaid[1][3], o_oh = overlaid[1][4], o_dprobs = overlaid[1][5],
+               o_dqkvp = overlaid[1][6];
+  size_t o_dB = plan.add("scratch: grad B", NC * e);
+  size_t o_dresid = plan.add("scratch: residual grad", NC * e);
+  const size_t n_partials =
+      std::max(layernorm_backward_partials(int(N), C_), bias_grad_partials(int(N), 4 * C_));
+  size_t o_partials = plan.add("scratch: reduction partials", n_partials * f);
+  size_t o_norm_partials =
+      plan.add("scratch: norm partials", grad_sumsq_partials() * sizeof(double));
+  size_t o_embed =
+      plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
+
+  check_plan_fits(plan);
+  mem_ = DeviceBuffer(plan.total());
+  master_ = mem_.as<float>(o_master);
+  grads_ = mem_.as<float>(o_grads);
+  m_ = mem_.as<float>(o_m);
+  v_ = mem_.as<float>(o_v);
+  decay_ = mem_.as<uint8_t>(o_decay);
+  if constexpr (kFp32) {
+    compute_ = master_;
+  } else {
+    compute_ = mem_.as<T>(o_compute);
+  }
+  reduce_scratch_ = opts_.reduce_bf16 ? mem_.as<bf16>(o_rs) : nullptr;
+  norm_acc_ = mem_.as<double>(o_norm);
+  clip_scale_ = mem_.as<float>(o_clip);
+  for (int k = 0; k < 2; ++k) {
+    token_slots_[k] = mem_.as<int32_t>(o_tok[k]);
+    target_slots_[k] = mem_.as<int32_t>(o_tgt[k]);
+  }
+  tokens_ = mem_.as<int32_t>(o_step_tok);
+  targets_ = mem_.as<int32_t>(o_step_tgt);
+  losses_ = mem_.as<float>(o_loss);
+  bind_layers(lo, fused);
+  resid_final_ = mem_.as<T>(o_rfinal);
+  lnf_ = mem_.as<T>(o_lnf);
+  lnf_mean_ = mem_.as<float>(o_lnfm);
+  lnf_rstd_ = mem_.as<float>(o_lnfr);
+  logits_ = mem_.as<T>(o_logits);
+  qkv_ = mem_.as<T>(o_qkv);
+  o_heads_ = fused ? nullptr : mem_.as<T>(o_oh);
+  dprobs_ = fused ? nullptr : mem_.as<T>(o_dprobs);
+  dqkvp_ = fused ? nullptr : mem_.as<T>(o_dqkvp);
+#if RAILYARD_HAVE_CUDNN
+  if (fused) fused_->set_workspace(mem_.as<void>(o_attn_ws), attn_ws);
+#else
+  (void)o_attn_ws;
+#endif
+  d4_ = mem_.as<T>(o_d4);
+  dA_ = mem_.as<T>(o_dA);
+  dB_ = mem_.as<T>(o_dB);
+  dresid_ = mem_.as<T>(o_dresid);
+  partials_ = mem_.as<float>(o_partials);
+  norm_partials_ = mem_.as<double>(o_norm_partials);
+  embed_scratch_ = mem_.as<void>(o_embed);
+  host_scalars_ = PinnedBuffer(N * sizeof(float) + sizeof(double));
+}
+
+template <typename T>
+std::vector<typename CudaEngine<T>::LayerOffsets> CudaEngine<T>::plan_layers(AllocationPlan& plan,
+                                                                             bool fused) const {
+  const size_t N = size_t(Bmax_) * Tmax_, NC = N * C_;
+  const size_t probs = size_t(Bmax_) * H_ * Tmax_ * Tmax_;
+  const size_t e = sizeof(T), f = sizeof(float);
   std::vector<LayerOffsets> lo(L_);
   // With --recompute the LayerNorm outputs and the GELU are rebuilt in backward from what is
   // kept (residuals, statistics, pre-activations), so one shared copy of each suffices.
@@ -394,64 +478,11 @@ void CudaEngine<T>::plan_memory() {
     x.fc = plan.add(p + "mlp pre-activation", 4 * NC * e);
     x.gelu = opts_.recompute ? shared_gelu : plan.add(p + "mlp activation", 4 * NC * e);
   }
-  size_t o_rfinal = plan.add("final residual", NC * e);
-  size_t o_lnf = plan.add("lnf", NC * e);
-  size_t o_lnfm = plan.add("lnf stats", N * f);
-  size_t o_lnfr = plan.add("lnf stats", N * f);
-  // The logits live only inside loss_head, between forward and backward; the attention's
-  // workspace and these scratch buffers only inside forward and backward: one region for both.
-  const auto overlaid =
-      plan.add_overlaid("logits / attention workspace and scratch",
-                        {{std::min(N, kHeadRows) * size_t(Vp_) * e},
-                         {attn_ws, 3 * NC * e, 4 * NC * e, NC * e, fused ? 0 : NC * e,
-                          fused ? 0 : probs * e, fused ? 0 : 3 * NC * e}});
-  const size_t o_logits = overlaid[0][0];
-  const size_t o_attn_ws = overlaid[1][0], o_qkv = overlaid[1][1], o_d4 = overlaid[1][2],
-               o_dA = overlaid[1][3], o_oh = overlaid[1][4], o_dprobs = overlaid[1][5],
-               o_dqkvp = overlaid[1][6];
-  size_t o_dB = plan.add("scratch: grad B", NC * e);
-  size_t o_dresid = plan.add("scratch: residual grad", NC * e);
-  const size_t n_partials =
-      std::max(layernorm_backward_partials(int(N), C_), bias_grad_partials(int(N), 4 * C_));
-  size_t o_partials = plan.add("scratch: reduction partials", n_partials * f);
-  size_t o_norm_partials =
-      plan.add("scratch: norm partials", grad_sumsq_partials() * sizeof(double));
-  size_t o_embed =
-      plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
+  return lo;
+}
 
-  size_t free_b = 0, total_b = 0;
-  RY_CUDA(cudaMemGetInfo(&free_b, &total_b));
-  if (plan.total() > free_b) {
-    OutOfMemoryContext ctx;
-    ctx.what = "the CUDA engine's allocation plan:\n" + plan.summary();
-    ctx.requested_bytes = plan.total();
-    ctx.free_bytes = free_b;
-    ctx.total_bytes = total_b;
-    ctx.batch = Bmax_;
-    ctx.recompute = opts_.recompute;
-    throw std::runtime_error(describe_out_of_memory(ctx));
-  }
-  mem_ = DeviceBuffer(plan.total());
-  master_ = mem_.as<float>(o_master);
-  grads_ = mem_.as<float>(o_grads);
-  m_ = mem_.as<float>(o_m);
-  v_ = mem_.as<float>(o_v);
-  decay_ = mem_.as<uint8_t>(o_decay);
-  if constexpr (kFp32) {
-    compute_ = master_;
-  } else {
-    compute_ = mem_.as<T>(o_compute);
-  }
-  reduce_scratch_ = opts_.reduce_bf16 ? mem_.as<bf16>(o_rs) : nullptr;
-  norm_acc_ = mem_.as<double>(o_norm);
-  clip_scale_ = mem_.as<float>(o_clip);
-  for (int k = 0; k < 2; ++k) {
-    token_slots_[k] = mem_.as<int32_t>(o_tok[k]);
-    target_slots_[k] = mem_.as<int32_t>(o_tgt[k]);
-  }
-  tokens_ = mem_.as<int32_t>(o_step_tok);
-  targets_ = mem_.as<int32_t>(o_step_tgt);
-  losses_ = mem_.as<float>(o_loss);
+template <typename T>
+void CudaEngine<T>::bind_layers(const std::vector<LayerOffsets>& lo, bool fused) {
   acts_.resize(L_);
   for (int l = 0; l < L_; ++l) {
     const LayerOffsets& x = lo[l];
@@ -470,28 +501,22 @@ void CudaEngine<T>::plan_memory() {
                 mem_.as<T>(x.fc),
                 mem_.as<T>(x.gelu)};
   }
-  resid_final_ = mem_.as<T>(o_rfinal);
-  lnf_ = mem_.as<T>(o_lnf);
-  lnf_mean_ = mem_.as<float>(o_lnfm);
-  lnf_rstd_ = mem_.as<float>(o_lnfr);
-  logits_ = mem_.as<T>(o_logits);
-  qkv_ = mem_.as<T>(o_qkv);
-  o_heads_ = fused ? nullptr : mem_.as<T>(o_oh);
-  dprobs_ = fused ? nullptr : mem_.as<T>(o_dprobs);
-  dqkvp_ = fused ? nullptr : mem_.as<T>(o_dqkvp);
-#if RAILYARD_HAVE_CUDNN
-  if (fused) fused_->set_workspace(mem_.as<void>(o_attn_ws), attn_ws);
-#else
-  (void)o_attn_ws;
-#endif
-  d4_ = mem_.as<T>(o_d4);
-  dA_ = mem_.as<T>(o_dA);
-  dB_ = mem_.as<T>(o_dB);
-  dresid_ = mem_.as<T>(o_dresid);
-  partials_ = mem_.as<float>(o_partials);
-  norm_partials_ = mem_.as<double>(o_norm_partials);
-  embed_scratch_ = mem_.as<void>(o_embed);
-  host_scalars_ = PinnedBuffer(N * sizeof(float) + sizeof(double));
+}
+
+template <typename T>
+void CudaEngine<T>::check_plan_fits(const AllocationPlan& plan) const {
+  size_t free_b = 0, total_b = 0;
+  RY_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  if (plan.total() > free_b) {
+    OutOfMemoryContext ctx;
+    ctx.what = "the CUDA engine's allocation plan:\n" + plan.summary();
+    ctx.requested_bytes = plan.total();
+    ctx.free_bytes = free_b;
+    ctx.total_bytes = total_b;
+    ctx.batch = Bmax_;
+    ctx.recompute = opts_.recompute;
+    throw std::runtime_error(describe_out_of_memory(ctx));
+  }
 }
 
 template <typename T>
