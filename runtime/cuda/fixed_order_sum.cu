@@ -31,7 +31,7 @@ void check_shape(const ColumnSums& s) {
 __global__ void sum_partial_columns_kernel(ColumnSums a, ColumnSums b, int first_blocks) {
   __shared__ float part[kLanes][33];
   const bool second = int(blockIdx.x) >= first_blocks;
-  const ColumnSums& s = second ? b : a;
+  const ColumnSums s = second ? b : a;  // by value: a reference would copy both to the stack
   const int col = (blockIdx.x - (second ? first_blocks : 0)) * 32 + threadIdx.x;
   float t = 0.0f;
   if (col < s.cols) {
