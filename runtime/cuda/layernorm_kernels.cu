@@ -1,3 +1,8 @@
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "bias_grad_kernels.hpp"
 #include "cuda_check.hpp"
 #include "device_math.cuh"
 #include "dtype.hpp"
@@ -283,6 +288,23 @@ int layernorm_backward_blocks(int N) {
   return blocks < kMaxBackwardBlocks ? blocks : kMaxBackwardBlocks;
 }
 
+// Shared memory of a backward block: per warp and part, the packed kernels' whole slots (P
+// packs per lane), or C floats for wide rows.
+template <typename T>
+size_t backward_shared_bytes(int C, int parts) {
+  const int lane_packs = (C / Pack<T>::kN + 31) / 32;
+  const int slice = lane_packs <= 4 ? lane_packs * 32 * Pack<T>::kN : C;
+  return size_t(kWarps) * parts * slice * sizeof(float);
+}
+
+// The most dynamic shared memory one block of the current device may opt in to.
+size_t shared_memory_limit() {
+  int device = 0, bytes = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(bytes);
+}
+
 // The first pass: dx and one row of partials per block ([blocks][parts C]).
 template <typename T, bool kSum>
 void launch_layernorm_backward(T* dx, float* partials, const T* dy, const T* x, const T* w,
@@ -290,9 +312,7 @@ void launch_layernorm_backward(T* dx, float* partials, const T* dy, const T* x, 
                                cudaStream_t stream) {
   const int blocks = layernorm_backward_blocks(N);
   const int lane_packs = (C / Pack<T>::kN + 31) / 32;  // packs per lane
-  // Per warp and part: C floats, or the packed kernels' whole slots (P packs per lane).
-  const int slice = lane_packs <= 4 ? lane_packs * 32 * Pack<T>::kN : C;
-  const size_t smem = size_t(kWarps) * backward_parts(kSum) * slice * sizeof(float);
+  const size_t smem = backward_shared_bytes<T>(C, backward_parts(kSum));
   auto launch = [&](auto kernel) {
     allow_shared_memory(kernel, smem);
     kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
@@ -328,7 +348,8 @@ void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, 
 }
 
 size_t layernorm_backward_partials(int N, int C) {
-  return size_t(layernorm_backward_blocks(N)) * backward_parts(true) * C;
+  return std::max(size_t(layernorm_backward_blocks(N)) * backward_parts(true) * C,
+                  bias_grad_partials(N, C));
 }
 
 template <typename T>
@@ -336,7 +357,16 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
                         bool accumulate, bool accumulate_params, const ColumnSums* also,
                         cudaStream_t stream) {
-  if (dsum != nullptr) {
+  const size_t limit = shared_memory_limit();
+  if (backward_shared_bytes<T>(C, 2) > limit) {
+    throw std::invalid_argument("layernorm_backward: rows of " + std::to_string(C) + " need " +
+                                std::to_string(backward_shared_bytes<T>(C, 2)) +
+                                " bytes of shared memory per block, this GPU allows " +
+                                std::to_string(limit) + ": use a smaller --dim");
+  }
+  // Rows too wide for a third slice: dx's column sums by bias_grad's kernel after this pass.
+  const bool fused_sum = dsum != nullptr && backward_shared_bytes<T>(C, 3) <= limit;
+  if (fused_sum) {
     launch_layernorm_backward<T, true>(dx, partials, dy, x, w, mean, rstd, N, C, accumulate,
                                        stream);
   } else {
@@ -346,13 +376,14 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
   ColumnSums sums;
   sums.partials = partials;
   sums.rows = layernorm_backward_blocks(N);
-  sums.cols = backward_parts(dsum != nullptr) * C;
+  sums.cols = backward_parts(fused_sum) * C;
   sums.width = C;
   sums.out[0] = dw;
   sums.out[1] = db;
-  sums.out[2] = dsum;
+  sums.out[2] = fused_sum ? dsum : nullptr;
   sums.accumulate = accumulate_params;
   sum_partial_columns(sums, also != nullptr ? *also : ColumnSums{}, stream);
+  if (dsum != nullptr && !fused_sum) bias_grad(dsum, partials, dx, N, C, accumulate_params, stream);
 }
 
 #define RY_INSTANTIATE(T)                                                                         \

@@ -28,10 +28,11 @@ size_t layernorm_backward_partials(int N, int C);
 // is overwritten; with accumulate_params false, dw and db are. With dsum not null, also
 // dsum (+)= the column sums of dx as stored after this call (per accumulate_params): the bias
 // gradient of the Linear layer whose output gradient dx is (GPT's residual stream), without
-// reading dx again. The parameter sums run in two fixed-order passes through `partials`
+// reading dx again (rows too wide for a third slice of shared memory read it once more).
+// The parameter sums run in two fixed-order passes through `partials`
 // (layernorm_backward_partials(N, C) floats): the same bits every run. `also`, when not null,
-// is another reduction's pending second pass (its partials elsewhere, already launched), run in
-// the same launch as this one's.
+// is another reduction's pending second pass (its partials elsewhere, already launched), run
+// in the same launch as this one's.
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,

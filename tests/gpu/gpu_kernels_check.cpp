@@ -473,6 +473,8 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, C);                // C = 192: one or two packs
   check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768);  // GPT-2's, 396 blocks stride
   check_layernorm_column_sums<T>(r, rng, s, N, 1280);             // bf16 wide rows (fp32 from 768)
+  // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
+  check_layernorm_column_sums<T>(r, rng, s, N, 2560);
   check_gelu<T>(r, rng, s);
   check_embedding<T>(r, rng, s);
   check_attention<T>(r, rng, mm, s);
