@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "fixed_order_sum.hpp"
+
 namespace railyard::cuda {
 
 // Floats of scratch bias_grad needs for dy [N, O].
@@ -16,5 +18,12 @@ size_t bias_grad_partials(int N, int O);
 template <typename T>
 void bias_grad(float* db, float* partials, const T* dy, int N, int O, bool accumulate,
                cudaStream_t stream);
+
+// bias_grad's first pass alone: launches the per-chunk sums into `partials` and returns the
+// second pass, which the caller runs later (sum_partial_columns, alone or merged with another
+// reduction's) before reusing `partials` or reading db. Same bits as bias_grad.
+template <typename T>
+ColumnSums bias_grad_first_pass(float* db, float* partials, const T* dy, int N, int O,
+                                bool accumulate, cudaStream_t stream);
 
 }  // namespace railyard::cuda

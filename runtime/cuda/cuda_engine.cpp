@@ -192,8 +192,10 @@ class CudaEngine final : public Engine {
   T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
   T *dA_ = nullptr, *dB_ = nullptr, *dresid_ = nullptr;
   // Scratch of the two-pass reductions (LayerNorm and bias gradients, the embedding's sort, the
-  // gradient norm): fixed-order sums instead of float atomics.
+  // gradient norm): fixed-order sums instead of float atomics. The bias gradients' partials are
+  // apart from the LayerNorms' so that the two second passes can run as one launch.
   float* partials_ = nullptr;
+  float* bias_partials_ = nullptr;
   double* norm_partials_ = nullptr;
   void* embed_scratch_ = nullptr;
   // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
@@ -390,9 +392,10 @@ void CudaEngine<T>::plan_memory() {
                o_dqkvp = overlaid[1][6];
   size_t o_dB = plan.add("scratch: grad B", NC * e);
   size_t o_dresid = plan.add("scratch: residual grad", NC * e);
-  const size_t n_partials =
-      std::max(layernorm_backward_partials(int(N), C_), bias_grad_partials(int(N), 4 * C_));
-  size_t o_partials = plan.add("scratch: reduction partials", n_partials * f);
+  size_t o_partials =
+      plan.add("scratch: reduction partials", layernorm_backward_partials(int(N), C_) * f);
+  size_t o_bias_partials =
+      plan.add("scratch: bias partials", bias_grad_partials(int(N), 4 * C_) * f);
   size_t o_norm_partials =
       plan.add("scratch: norm partials", grad_sumsq_partials() * sizeof(double));
   size_t o_embed =
@@ -440,6 +443,7 @@ void CudaEngine<T>::plan_memory() {
   dB_ = mem_.as<T>(o_dB);
   dresid_ = mem_.as<T>(o_dresid);
   partials_ = mem_.as<float>(o_partials);
+  bias_partials_ = mem_.as<float>(o_bias_partials);
   norm_partials_ = mem_.as<double>(o_norm_partials);
   embed_scratch_ = mem_.as<void>(o_embed);
   host_scalars_ = PinnedBuffer(N * sizeof(float) + sizeof(double));
@@ -670,9 +674,11 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   Matmul& mm = *mm_;
   const size_t n4 = size_t(N) * 4 * C_;
   float* part = partials_;
-  // The final LayerNorm (the LM head's backward ran with the loss).
-  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), part, dB_, resid_final_, w(lnfw_), lnf_mean_,
-                     lnf_rstd_, N, C_, false, acc, stream_);
+  // The final LayerNorm (the LM head's backward ran with the loss). Each LayerNorm backward also
+  // sums the columns of the residual gradient it leaves: the bias gradient of the projection
+  // whose output that gradient is (the MLP's of the layer below, or the attention's after ln2).
+  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), g(lp_[L_ - 1].mpb), part, dB_, resid_final_,
+                     w(lnfw_), lnf_mean_, lnf_rstd_, N, C_, false, acc, nullptr, stream_);
   if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
   for (int l = L_ - 1; l >= 0; --l) {
     const LayerParams& p = lp_[l];
@@ -682,16 +688,18 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
                         stream_);
       gelu_forward(a.gelu, a.fc, n4, stream_);
     }
-    // MLP: dresid is the gradient of the layer's output.
+    // MLP: dresid is the gradient of the layer's output (its column sums, the gradient of mpb,
+    // came with the LayerNorm backward that produced it).
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
     mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
-    bias_grad(g(p.mpb), part, dresid_, N, C_, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, acc, stream_);
-    bias_grad(g(p.fcb), part, d4_, N, 4 * C_, acc, stream_);
-    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), part, dB_, a.resid_mid, w(p.ln2w), a.ln2_mean,
-                       a.ln2_rstd, N, C_, true, acc, stream_);
+    // fc's bias: its second pass joins the LayerNorm's (one launch for the two small sums).
+    const ColumnSums fcb =
+        bias_grad_first_pass(g(p.fcb), bias_partials_, d4_, N, 4 * C_, acc, stream_);
+    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), part, dB_, a.resid_mid, w(p.ln2w),
+                       a.ln2_mean, a.ln2_rstd, N, C_, true, acc, &fcb, stream_);
     // Attention.
     if (opts_.recompute) {
       layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_,
@@ -699,13 +707,14 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
-    bias_grad(g(p.projb), part, dresid_, N, C_, acc, stream_);
     attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
-    bias_grad(g(p.qkvb), part, qkv_, N, 3 * C_, acc, stream_);
-    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), part, dB_, a.resid, w(p.ln1w), a.ln1_mean,
-                       a.ln1_rstd, N, C_, true, acc, stream_);
+    const ColumnSums qkvb =
+        bias_grad_first_pass(g(p.qkvb), bias_partials_, qkv_, N, 3 * C_, acc, stream_);
+    float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
+    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, part, dB_, a.resid, w(p.ln1w),
+                       a.ln1_mean, a.ln1_rstd, N, C_, true, acc, &qkvb, stream_);
     if (exchange) exchange_->launch(size_t(l), stream_);
   }
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.

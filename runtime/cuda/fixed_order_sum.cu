@@ -1,3 +1,6 @@
+#include <stdexcept>
+#include <string>
+
 #include "cuda_check.hpp"
 #include "fixed_order_sum.hpp"
 
@@ -5,36 +8,64 @@ namespace railyard::cuda {
 
 namespace {
 
+static_assert(kMaxColumnSumOutputs == 3, "the kernel selects among three outputs");
+
 constexpr int kLanes = 16;  // row lanes per block; each sums rows lane, lane + 16, ...
 
+int column_blocks(const ColumnSums& s) {
+  return (s.cols + 31) / 32;
+}
+
+void check_shape(const ColumnSums& s) {
+  if (s.cols < 0 || s.rows < 0 || s.width <= 0 || s.cols > kMaxColumnSumOutputs * s.width) {
+    throw std::invalid_argument(
+        "sum_partial_columns: " + std::to_string(s.cols) + " columns of partials in outputs of " +
+        std::to_string(s.width) + ": at most " + std::to_string(kMaxColumnSumOutputs) +
+        " outputs of a positive width (a caller's partials layout is wrong)");
+  }
+}
+
 // Block (32, kLanes): 32 adjacent columns read coalesced; the lanes' sums meet in shared memory
-// and are added in lane order, so the grouping of the sum never changes.
-__global__ void sum_partial_columns_kernel(float* out_lo, float* out_hi, int split,
-                                           const float* partials, int rows, int cols,
-                                           bool accumulate) {
+// and are added in lane order, so the grouping of the sum never changes. Blocks below
+// first_blocks serve `a`, the rest `b` (the choice is per block, so barriers stay uniform).
+__global__ void sum_partial_columns_kernel(ColumnSums a, ColumnSums b, int first_blocks) {
   __shared__ float part[kLanes][33];
-  const int col = blockIdx.x * 32 + threadIdx.x;
-  float s = 0.0f;
-  if (col < cols) {
+  const bool second = int(blockIdx.x) >= first_blocks;
+  const ColumnSums s = second ? b : a;  // by value: a reference would copy both to the stack
+  const int col = (blockIdx.x - (second ? first_blocks : 0)) * 32 + threadIdx.x;
+  float t = 0.0f;
+  if (col < s.cols) {
     // Unrolled so several loads are in flight; the additions stay in row order.
 #pragma unroll 8
-    for (int r = threadIdx.y; r < rows; r += kLanes) s += partials[size_t(r) * cols + col];
+    for (int r = threadIdx.y; r < s.rows; r += kLanes) t += s.partials[size_t(r) * s.cols + col];
   }
-  part[threadIdx.y][threadIdx.x] = s;
+  part[threadIdx.y][threadIdx.x] = t;
   __syncthreads();
-  if (threadIdx.y != 0 || col >= cols) return;
-  float t = 0.0f;
-  for (int i = 0; i < kLanes; ++i) t += part[i][threadIdx.x];
-  float* o = col < split ? out_lo + col : out_hi + (col - split);
-  *o = accumulate ? *o + t : t;
+  if (threadIdx.y != 0 || col >= s.cols) return;
+  float sum = 0.0f;
+  for (int i = 0; i < kLanes; ++i) sum += part[i][threadIdx.x];
+  // Selected, not indexed: an indexed kernel parameter would be copied to local memory.
+  const int k = col / s.width;
+  float* o = (k == 0 ? s.out[0] : k == 1 ? s.out[1] : s.out[2]) + col % s.width;
+  *o = s.accumulate ? *o + sum : sum;
 }
 
 }  // namespace
 
-void sum_partial_columns(float* out_lo, float* out_hi, int split, const float* partials, int rows,
-                         int cols, bool accumulate, cudaStream_t stream) {
-  sum_partial_columns_kernel<<<(cols + 31) / 32, dim3(32, kLanes), 0, stream>>>(
-      out_lo, out_hi, split, partials, rows, cols, accumulate);
+void sum_partial_columns(const ColumnSums& sums, cudaStream_t stream) {
+  sum_partial_columns(sums, ColumnSums{}, stream);
+}
+
+void sum_partial_columns(const ColumnSums& first, const ColumnSums& second, cudaStream_t stream) {
+  check_shape(first);
+  const int first_blocks = column_blocks(first);
+  int blocks = first_blocks;
+  if (second.cols > 0) {
+    check_shape(second);
+    blocks += column_blocks(second);
+  }
+  if (blocks == 0) return;
+  sum_partial_columns_kernel<<<blocks, dim3(32, kLanes), 0, stream>>>(first, second, first_blocks);
   RY_CUDA_LAUNCHED();
 }
 

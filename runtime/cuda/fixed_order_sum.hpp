@@ -7,10 +7,21 @@
 
 namespace railyard::cuda {
 
-// For each column c of partials [rows, cols] (row-major): s = sum over rows, in row order
-// within fixed lanes. Columns below `split` go to out_lo[c], the rest to out_hi[c - split];
-// accumulate adds to the output, else overwrites it.
-void sum_partial_columns(float* out_lo, float* out_hi, int split, const float* partials, int rows,
-                         int cols, bool accumulate, cudaStream_t stream);
+inline constexpr int kMaxColumnSumOutputs = 3;
+
+// The second pass of one reduction: partials [rows, cols] (row-major) summed per column over
+// rows, in row order within fixed lanes; column c goes to out[c / width][c % width] (cols is at
+// most kMaxColumnSumOutputs widths), added to it with accumulate, else overwriting it.
+struct ColumnSums {
+  const float* partials = nullptr;
+  int rows = 0, cols = 0, width = 0;
+  float* out[kMaxColumnSumOutputs] = {};
+  bool accumulate = false;
+};
+
+void sum_partial_columns(const ColumnSums& sums, cudaStream_t stream);
+// Two independent second passes in one launch (small sums are mostly launch and tail): each
+// keeps its own order, so the bits equal those of two separate launches.
+void sum_partial_columns(const ColumnSums& first, const ColumnSums& second, cudaStream_t stream);
 
 }  // namespace railyard::cuda

@@ -1,3 +1,8 @@
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "bias_grad_kernels.hpp"
 #include "cuda_check.hpp"
 #include "device_math.cuh"
 #include "dtype.hpp"
@@ -14,22 +19,32 @@ constexpr int kWarps = 8;  // rows per block, one warp each
 // resident; more would only lengthen the partials that the second pass sums.
 constexpr int kMaxBackwardBlocks = 396;
 
-// Above 48 KiB of dynamic shared memory a kernel must opt in (wide rows: C > 768).
+// Above 48 KiB of dynamic shared memory a kernel must opt in (C = 768 with the column sums of
+// dx, wider rows without). The carveout is asked to favour shared memory: three blocks of 72 KiB
+// need 219 of an H100/H200's 228 KiB, and only w (a few KiB) is read twice through L1.
 template <typename Kernel>
 void allow_shared_memory(Kernel kernel, size_t bytes) {
   if (bytes > 48 * 1024) {
     RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(bytes)));
+    RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared));
   }
 }
 
-// The block's row of partials: the kWarps slices of acc ([kWarps][2C]) added in warp order.
-__device__ void write_block_partials(float* partials, const float* acc, int C) {
+// Per-column sums the backward pass keeps: dw and db, and with the column sums of dx (kSum) a
+// third, the bias gradient of the Linear layer whose output gradient dx is.
+__host__ __device__ constexpr int backward_parts(bool sum) {
+  return sum ? 3 : 2;
+}
+
+// The block's row of partials: the kWarps slices of acc ([kWarps][parts C]) added in warp order.
+__device__ void write_block_partials(float* partials, const float* acc, int C, int parts) {
   __syncthreads();
-  float* out = partials + size_t(blockIdx.x) * 2 * C;
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+  float* out = partials + size_t(blockIdx.x) * parts * C;
+  for (int c = threadIdx.x; c < parts * C; c += blockDim.x) {
     float s = 0.0f;
-    for (int k = 0; k < kWarps; ++k) s += acc[k * 2 * C + c];
+    for (int k = 0; k < kWarps; ++k) s += acc[k * parts * C + c];
     out[c] = s;
   }
 }
@@ -68,18 +83,20 @@ __global__ void layernorm_forward_kernel(T* resid_out, T* out, float* mean, floa
   }
 }
 
-// Blocks stride over rows. Each warp sums dw, db of its rows in its own slice of shared memory
-// (a lane owns its columns, so no two threads add to one place); then the block adds the warps'
-// slices in warp order and writes one row of partials: no atomics, the same bits every run.
-template <typename T>
+// Blocks stride over rows. Each warp sums dw, db (and dx's columns) of its rows in its own slice
+// of shared memory (a lane owns its columns, so no two threads add to one place); then the block
+// adds the warps' slices in warp order and writes one row of partials: no atomics, the same
+// bits every run.
+template <typename T, bool kSum>
 __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, const T* x,
                                           const T* w, const float* mean, const float* rstd, int N,
                                           int C, bool accumulate) {
-  extern __shared__ float acc[];  // [kWarps][dw[C], db[C]]
-  for (int c = threadIdx.x; c < kWarps * 2 * C; c += blockDim.x) acc[c] = 0.0f;
+  constexpr int kParts = backward_parts(kSum);
+  extern __shared__ float acc[];  // [kWarps][dw[C], db[C], (dx sums[C])]
+  for (int c = threadIdx.x; c < kWarps * kParts * C; c += blockDim.x) acc[c] = 0.0f;
   __syncthreads();
   int lane = threadIdx.x % 32;
-  float* mine = acc + (threadIdx.x / 32) * 2 * C;
+  float* mine = acc + (threadIdx.x / 32) * kParts * C;
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
     const T* dyr = dy + size_t(row) * C;
     const T* xr = x + size_t(row) * C;
@@ -98,12 +115,14 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, c
       float d = to_f(dyr[c]);
       float xh = (to_f(xr[c]) - m) * r;
       float g = r * (d * to_f(w[c]) - s1 - xh * s2);
-      dxr[c] = from_f<T>(accumulate ? to_f(dxr[c]) + g : g);
+      const T out = from_f<T>(accumulate ? to_f(dxr[c]) + g : g);
+      dxr[c] = out;
       mine[c] += d * xh;
       mine[C + c] += d;
+      if (kSum) mine[2 * C + c] += to_f(out);  // the value stored, as a bias gradient reads it
     }
   }
-  write_block_partials(partials, acc, C);
+  write_block_partials(partials, acc, C, kParts);
 }
 
 // The same with each lane's columns fixed (packs lane, lane + 32, ...; at most P of them): the
@@ -112,21 +131,26 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, c
 // Registers are what limits how many warps a multiprocessor holds, and so how many rows' loads
 // are in flight. The slice is laid out by (pack slot, element, lane) so that the 32 lanes of a
 // warp touch 32 consecutive floats: by column, a lane's 8 bf16 columns would put 4 lanes on
-// every bank (an 8-way conflict on each of the four shared accesses per element).
-template <typename T, int P>
+// every bank (an 8-way conflict on each of the four shared accesses per element). The column
+// sums of dx (kSum) take a third slice of the same layout.
+template <typename T, int P, bool kSum>
 __global__ void __launch_bounds__(kWarps * 32, 3)
     layernorm_backward_packed_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
                                      const float* mean, const float* rstd, int N, int C,
                                      bool accumulate) {
-  constexpr int kN = Pack<T>::kN, kSlice = P * kN * 32;
-  extern __shared__ float acc[];  // [kWarps][dw[kSlice], db[kSlice]]
+  constexpr int kN = Pack<T>::kN, kSlice = P * kN * 32, kParts = backward_parts(kSum);
+  extern __shared__ float acc[];  // [kWarps][dw[kSlice], db[kSlice], (dx sums[kSlice])]
   const int lane = threadIdx.x % 32, packs = C / kN;
   // The warp's own slice; each lane only ever touches its own floats, so no barrier is needed
   // until the block adds the slices.
-  float* adw = acc + (threadIdx.x / 32) * 2 * kSlice + lane;
+  float* adw = acc + (threadIdx.x / 32) * kParts * kSlice + lane;
   float* adb = adw + kSlice;
+  float* ads = adb + kSlice;  // used only with kSum
 #pragma unroll
-  for (int e = 0; e < P * kN; ++e) adw[e * 32] = adb[e * 32] = 0.0f;
+  for (int e = 0; e < P * kN; ++e) {
+    adw[e * 32] = adb[e * 32] = 0.0f;
+    if (kSum) ads[e * 32] = 0.0f;
+  }
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
     const float m = mean[row], r = rstd[row];
     Pack<T> pd[P], px[P];
@@ -163,20 +187,21 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
           float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
           float g = r * (d * to_f(pw.v[k]) - s1 - xh * s2);
           out.v[k] = from_f<T>(accumulate ? to_f(out.v[k]) + g : g);
+          if (kSum) ads[(i * kN + k) * 32] += to_f(out.v[k]);  // the value stored
         }
         store_pack(dxp, out);
       }
     }
   }
-  // The block's row of partials in column order: column c = q kN + k of dw (db) sits at slot
-  // ((q / 32) kN + k) 32 + q % 32 of each warp's dw (db) slice.
+  // The block's row of partials in column order: column c = q kN + k of dw (db, dx sums) sits
+  // at slot ((q / 32) kN + k) 32 + q % 32 of each warp's dw (db, dx sums) slice.
   __syncthreads();
-  float* out = partials + size_t(blockIdx.x) * 2 * C;
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
-    const int half = c < C ? 0 : 1, col = c - half * C, q = col / kN;
-    const int slot = half * kSlice + ((q / 32) * kN + col % kN) * 32 + q % 32;
+  float* out = partials + size_t(blockIdx.x) * kParts * C;
+  for (int c = threadIdx.x; c < kParts * C; c += blockDim.x) {
+    const int part = c / C, col = c - part * C, q = col / kN;
+    const int slot = part * kSlice + ((q / 32) * kN + col % kN) * 32 + q % 32;
     float t = 0.0f;
-    for (int k = 0; k < kWarps; ++k) t += acc[k * 2 * kSlice + slot];
+    for (int k = 0; k < kWarps; ++k) t += acc[k * kParts * kSlice + slot];
     out[c] = t;
   }
 }
@@ -262,6 +287,55 @@ void launch_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, co
   RY_CUDA_LAUNCHED();
 }
 
+int layernorm_backward_blocks(int N) {
+  int blocks = (N + kWarps - 1) / kWarps;
+  return blocks < kMaxBackwardBlocks ? blocks : kMaxBackwardBlocks;
+}
+
+// Shared memory of a backward block: per warp and part, the packed kernels' whole slots (P
+// packs per lane), or C floats for wide rows.
+template <typename T>
+size_t backward_shared_bytes(int C, int parts) {
+  const int lane_packs = (C / Pack<T>::kN + 31) / 32;
+  const int slice = lane_packs <= 4 ? lane_packs * 32 * Pack<T>::kN : C;
+  return size_t(kWarps) * parts * slice * sizeof(float);
+}
+
+// The most dynamic shared memory one block of the current device may opt in to.
+size_t shared_memory_limit() {
+  int device = 0, bytes = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(bytes);
+}
+
+// The first pass: dx and one row of partials per block ([blocks][parts C]).
+template <typename T, bool kSum>
+void launch_layernorm_backward(T* dx, float* partials, const T* dy, const T* x, const T* w,
+                               const float* mean, const float* rstd, int N, int C, bool accumulate,
+                               cudaStream_t stream) {
+  const int blocks = layernorm_backward_blocks(N);
+  const int lane_packs = (C / Pack<T>::kN + 31) / 32;  // packs per lane
+  const size_t smem = backward_shared_bytes<T>(C, backward_parts(kSum));
+  auto launch = [&](auto kernel) {
+    allow_shared_memory(kernel, smem);
+    kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
+                                                  accumulate);
+  };
+  if (lane_packs <= 1) {
+    launch(layernorm_backward_packed_kernel<T, 1, kSum>);
+  } else if (lane_packs <= 2) {
+    launch(layernorm_backward_packed_kernel<T, 2, kSum>);
+  } else if (lane_packs <= 3) {
+    launch(layernorm_backward_packed_kernel<T, 3, kSum>);
+  } else if (lane_packs <= 4) {
+    launch(layernorm_backward_packed_kernel<T, 4, kSum>);
+  } else {
+    launch(layernorm_backward_kernel<T, kSum>);  // wide rows: two passes over memory
+  }
+  RY_CUDA_LAUNCHED();
+}
+
 }  // namespace
 
 template <typename T>
@@ -277,52 +351,53 @@ void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, 
   launch_layernorm_forward<T>(resid_out, out, mean, rstd, x, delta, w, b, N, C, stream);
 }
 
-int layernorm_backward_blocks(int N) {
-  int blocks = (N + kWarps - 1) / kWarps;
-  return blocks < kMaxBackwardBlocks ? blocks : kMaxBackwardBlocks;
-}
-
 size_t layernorm_backward_partials(int N, int C) {
-  return size_t(layernorm_backward_blocks(N)) * 2 * C;
+  return std::max(size_t(layernorm_backward_blocks(N)) * backward_parts(true) * C,
+                  bias_grad_partials(N, C));
 }
 
 template <typename T>
-void layernorm_backward(T* dx, float* dw, float* db, float* partials, const T* dy, const T* x,
-                        const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, cudaStream_t stream) {
-  const int blocks = layernorm_backward_blocks(N);
-  const int lane_packs = (C / Pack<T>::kN + 31) / 32;  // packs per lane
-  // Per warp dw and db: C floats each, or the packed kernels' whole slots (P packs per lane).
-  const int slice = lane_packs <= 4 ? lane_packs * 32 * Pack<T>::kN : C;
-  const size_t smem = size_t(kWarps) * 2 * slice * sizeof(float);
-  auto launch = [&](auto kernel) {
-    allow_shared_memory(kernel, smem);
-    kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
-                                                  accumulate);
-  };
-  if (lane_packs <= 1) {
-    launch(layernorm_backward_packed_kernel<T, 1>);
-  } else if (lane_packs <= 2) {
-    launch(layernorm_backward_packed_kernel<T, 2>);
-  } else if (lane_packs <= 3) {
-    launch(layernorm_backward_packed_kernel<T, 3>);
-  } else if (lane_packs <= 4) {
-    launch(layernorm_backward_packed_kernel<T, 4>);
-  } else {
-    launch(layernorm_backward_kernel<T>);  // wide rows: two passes over memory
+void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
+                        const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
+                        bool accumulate, bool accumulate_params, const ColumnSums* also,
+                        cudaStream_t stream) {
+  const size_t limit = shared_memory_limit();
+  if (backward_shared_bytes<T>(C, 2) > limit) {
+    throw std::invalid_argument("layernorm_backward: rows of " + std::to_string(C) + " need " +
+                                std::to_string(backward_shared_bytes<T>(C, 2)) +
+                                " bytes of shared memory per block, this GPU allows " +
+                                std::to_string(limit) + ": use a smaller --dim");
   }
-  RY_CUDA_LAUNCHED();
-  sum_partial_columns(dw, db, C, partials, blocks, 2 * C, accumulate_params, stream);
+  // Rows too wide for a third slice: dx's column sums by bias_grad's kernel after this pass.
+  const bool fused_sum = dsum != nullptr && backward_shared_bytes<T>(C, 3) <= limit;
+  if (fused_sum) {
+    launch_layernorm_backward<T, true>(dx, partials, dy, x, w, mean, rstd, N, C, accumulate,
+                                       stream);
+  } else {
+    launch_layernorm_backward<T, false>(dx, partials, dy, x, w, mean, rstd, N, C, accumulate,
+                                        stream);
+  }
+  ColumnSums sums;
+  sums.partials = partials;
+  sums.rows = layernorm_backward_blocks(N);
+  sums.cols = backward_parts(fused_sum) * C;
+  sums.width = C;
+  sums.out[0] = dw;
+  sums.out[1] = db;
+  sums.out[2] = fused_sum ? dsum : nullptr;
+  sums.accumulate = accumulate_params;
+  sum_partial_columns(sums, also != nullptr ? *also : ColumnSums{}, stream);
+  if (dsum != nullptr && !fused_sum) bias_grad(dsum, partials, dx, N, C, accumulate_params, stream);
 }
 
-#define RY_INSTANTIATE(T)                                                                        \
-  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, \
-                                     cudaStream_t);                                              \
-  template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*,        \
-                                              const T*, const T*, int, int, cudaStream_t);       \
-  template void layernorm_backward<T>(T*, float*, float*, float*, const T*, const T*, const T*,  \
-                                      const float*, const float*, int, int, bool, bool,          \
-                                      cudaStream_t);
+#define RY_INSTANTIATE(T)                                                                         \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int,  \
+                                     cudaStream_t);                                               \
+  template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*,         \
+                                              const T*, const T*, int, int, cudaStream_t);        \
+  template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
+                                      const T*, const float*, const float*, int, int, bool, bool, \
+                                      const ColumnSums*, cudaStream_t);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

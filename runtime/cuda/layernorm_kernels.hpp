@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "fixed_order_sum.hpp"
+
 namespace railyard::cuda {
 
 inline constexpr float kLayerNormEps = 1e-5f;
@@ -19,16 +21,22 @@ template <typename T>
 void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
                                 const T* delta, const T* w, const T* b, int N, int C,
                                 cudaStream_t stream);
-// Floats of scratch layernorm_backward needs for N rows of C.
+// Floats of scratch layernorm_backward needs for N rows of C (with or without dsum).
 size_t layernorm_backward_partials(int N, int C);
 
 // dx (+)= dLN/dx^T dy; dw (+)= sum dy * xhat, db (+)= sum dy (fp32). With accumulate false, dx
-// is overwritten; with accumulate_params false, dw and db are. The parameter sums run in two
-// fixed-order passes through `partials` (layernorm_backward_partials(N, C) floats): the same
-// bits every run.
+// is overwritten; with accumulate_params false, dw and db are. With dsum not null, also
+// dsum (+)= the column sums of dx as stored after this call (per accumulate_params): the bias
+// gradient of the Linear layer whose output gradient dx is (GPT's residual stream), without
+// reading dx again (rows too wide for a third slice of shared memory read it once more).
+// The parameter sums run in two fixed-order passes through `partials`
+// (layernorm_backward_partials(N, C) floats): the same bits every run. `also`, when not null,
+// is another reduction's pending second pass (its partials elsewhere, already launched), run
+// in the same launch as this one's.
 template <typename T>
-void layernorm_backward(T* dx, float* dw, float* db, float* partials, const T* dy, const T* x,
-                        const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, cudaStream_t stream);
+void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
+                        const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
+                        bool accumulate, bool accumulate_params, const ColumnSums* also,
+                        cudaStream_t stream);
 
 }  // namespace railyard::cuda

@@ -151,8 +151,8 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   auto hdw = dw.upload(random_vec(rng, C));
   auto hdb = db.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(N, C));
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), partials.ptr(), dy.ptr(), x.ptr(), w.ptr(),
-                           dmean.ptr(), drstd.ptr(), N, C, true, true, s);
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, true, true, nullptr, s);
   // The device used the fp32 statistics; so does the reference.
   std::vector<double> fm(N), fr(N);
   for (int i = 0; i < N; ++i) fm[i] = float(rm[i]), fr[i] = float(rr[i]);
@@ -165,8 +165,8 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   // Overwriting the parameter gradients, twice: the same values and the same bits.
   dw.poison();
   db.poison();
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), partials.ptr(), dy.ptr(), x.ptr(), w.ptr(),
-                           dmean.ptr(), drstd.ptr(), N, C, false, false, s);
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, nullptr, s);
   auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download();
   std::vector<double> zdx(dx.n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
@@ -174,10 +174,90 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.check(t + " layernorm backward dx (=)", dx1, zdx, tol<T>());
   r.check(t + " layernorm backward dw (fp32, =)", dw1, zdw, 1e-5);
   r.check(t + " layernorm backward db (fp32, =)", db1, zdb, 1e-5);
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), partials.ptr(), dy.ptr(), x.ptr(), w.ptr(),
-                           dmean.ptr(), drstd.ptr(), N, C, false, false, s);
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, nullptr, s);
   r.same_bits(t + " layernorm backward dw, twice", dw.download(), dw1);
   r.same_bits(t + " layernorm backward db, twice", db.download(), db1);
+}
+
+// ref (+)= the column sums of x [rows, cols].
+std::vector<double> add_column_sums(std::vector<double> ref, const std::vector<double>& x,
+                                    int cols) {
+  for (size_t i = 0; i < x.size(); ++i) ref[i % size_t(cols)] += x[i];
+  return ref;
+}
+
+// layernorm_backward's optional column sums of dx (the bias gradient of the projection whose
+// output gradient dx is), at rows x C: C of one to three packs per lane or wide rows, a
+// multiple of 256 or not, rows enough that the blocks stride (each warp sums several rows).
+template <typename T>
+void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C) {
+  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm";
+  const size_t n = size_t(rows) * C;
+  DevArray<T> x(n), w(C), dy(n), dx(n);
+  DevArray<float> mean(rows), rstd(rows), dw(C), db(C), dsum(C);
+  auto hx = x.upload(random_vec(rng, n, 2.0f));
+  auto hw = w.upload(random_vec(rng, C));
+  std::vector<double> ro(n), rm(rows), rr(rows), zero(C, 0.0);
+  cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), zero.data(),
+                                 rows, C);
+  auto fm = mean.upload(to_float(rm)), fr = rstd.upload(to_float(rr));  // fp32, as the device's
+  auto hdy = dy.upload(random_vec(rng, n));
+  auto hdx = dx.upload(random_vec(rng, n));  // accumulated into, as the residual gradient is
+  auto hdw = dw.upload(random_vec(rng, C)), hdb = db.upload(random_vec(rng, C));
+  auto hds = dsum.upload(random_vec(rng, C));
+  DevArray<float> partials(cuda::layernorm_backward_partials(rows, C));
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, nullptr,
+                           s);
+  std::vector<double> rdx = hdx, rdw = hdw, rdb = hdb;
+  cpu::layernorm_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(),
+                                  hw.data(), fm.data(), fr.data(), rows, C);
+  auto gdx = dx.download();
+  r.check(t + " backward dx (+=)", gdx, rdx, tol<T>());
+  r.check(t + " backward dw (fp32, +=)", dw.download(), rdw, 1e-5);
+  r.check(t + " backward db (fp32, +=)", db.download(), rdb, 1e-5);
+  // Summed after the accumulate, from dx as stored (rounded to T), as a bias gradient reads it.
+  r.check(t + " dx column sums (fp32, +=)", dsum.download(), add_column_sums(hds, gdx, C), 1e-5);
+  r.check(t + " dx column sums vs float64 dx", dsum.download(), add_column_sums(hds, rdx, C),
+          tol<T>());
+
+  // Overwriting dx and the sums (the first micro-step), twice: the same values, the same bits.
+  dx.poison();
+  dw.poison();
+  db.poison();
+  dsum.poison();
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, nullptr,
+                           s);
+  const auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download(), ds1 = dsum.download();
+  std::vector<double> zdx(n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
+  cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
+                                  hw.data(), fm.data(), fr.data(), rows, C);
+  r.check(t + " backward dx (=)", dx1, zdx, tol<T>());
+  r.check(t + " backward dw (fp32, =)", dw1, zdw, 1e-5);
+  r.check(t + " dx column sums (fp32, =)", ds1, add_column_sums(zero, dx1, C), 1e-5);
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, nullptr,
+                           s);
+  r.same_bits(t + " dx column sums, twice", dsum.download(), ds1);
+  r.same_bits(t + " backward dw with column sums, twice", dw.download(), dw1);
+
+  // A bias gradient's second pass in the LayerNorm's launch: the bits of each run alone.
+  DevArray<float> bias(C), bias_partials(cuda::bias_grad_partials(rows, C));
+  cuda::bias_grad(bias.ptr(), bias_partials.ptr(), dy.ptr(), rows, C, false, s);
+  const auto alone = bias.download();
+  bias.poison();
+  db.poison();
+  dsum.poison();
+  const cuda::ColumnSums pending =
+      cuda::bias_grad_first_pass(bias.ptr(), bias_partials.ptr(), dy.ptr(), rows, C, false, s);
+  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false,
+                           &pending, s);
+  r.same_bits(t + " bias gradient, merged second pass", bias.download(), alone);
+  r.same_bits(t + " dx column sums, merged second pass", dsum.download(), ds1);
+  r.same_bits(t + " backward db, merged second pass", db.download(), db1);
 }
 
 template <typename T>
@@ -390,6 +470,11 @@ template <typename T>
 void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
   check_linear<T>(r, rng, mm, s);
   check_layernorm<T>(r, rng, s);
+  check_layernorm_column_sums<T>(r, rng, s, N, C);                // C = 192: one or two packs
+  check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768);  // GPT-2's, 396 blocks stride
+  check_layernorm_column_sums<T>(r, rng, s, N, 1280);             // bf16 wide rows (fp32 from 768)
+  // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
+  check_layernorm_column_sums<T>(r, rng, s, N, 2560);
   check_gelu<T>(r, rng, s);
   check_embedding<T>(r, rng, s);
   check_attention<T>(r, rng, mm, s);
