@@ -99,6 +99,10 @@ Options parse(int argc, char** argv) {
     else
       throw std::invalid_argument("unknown option " + a + "\n" + kUsage);
   }
+  if (o.candidates > 32) {
+    throw std::invalid_argument("--candidates " + std::to_string(o.candidates) +
+                                ": at most 32 (each one is timed)");
+  }
   if (o.dim % 8 != 0) {
     throw std::invalid_argument("--dim " + std::to_string(o.dim) +
                                 ": must be a multiple of 8 (16-byte rows of bf16)");
@@ -152,18 +156,23 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
 
 // ---- cuBLASLt algorithm descriptions ---------------------------------------------------------
 
-// One attribute of an algorithm's configuration, whatever its width (int32, uint32, uint16).
-uint64_t algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t a) {
+// One attribute of an algorithm's configuration, whatever its width (int32, uint32, uint16);
+// -1 where this cuBLASLt cannot say (a description is no reason to stop the bench).
+int64_t algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t a) {
   size_t size = 0;
-  RY_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(&algo, a, nullptr, 0, &size));
-  if (size == 0 || size > sizeof(uint64_t)) return 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS ||
+      size == 0 || size > sizeof(uint64_t)) {
+    return -1;
+  }
   uint64_t v = 0;  // little-endian: the low bytes hold the value
   size_t written = 0;
-  RY_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &v, size, &written));
-  return v;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &v, size, &written) != CUBLAS_STATUS_SUCCESS) {
+    return -1;
+  }
+  return static_cast<int64_t>(v);
 }
 
-const char* reduction_name(uint64_t scheme) {
+const char* reduction_name(int64_t scheme) {
   switch (scheme) {
     case CUBLASLT_REDUCTION_SCHEME_NONE:
       return "none";
@@ -173,6 +182,8 @@ const char* reduction_name(uint64_t scheme) {
       return "compute_type";
     case CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE:
       return "output_type";
+    case -1:
+      return "unknown";
     default:
       return "other";
   }
@@ -226,7 +237,7 @@ struct LtSpec {
 // engine would run for the same epilogue.
 class LtProduct {
  public:
-  LtProduct(cublasLtHandle_t handle, const LtSpec& spec) : handle_(handle), spec_(spec) {
+  LtProduct(cublasLtHandle_t handle, const LtSpec& spec) : handle_(handle) {
     RY_CUBLAS(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = spec.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = CUBLAS_OP_N;
@@ -260,8 +271,9 @@ class LtProduct {
   LtProduct& operator=(const LtProduct&) = delete;
 
   // Up to `count` candidates, best first; none (and `why` says so) where cuBLASLt offers none.
+  // fixed_order: split-K only with fixed-order reductions, as Matmul asks.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(int count, size_t workspace,
-                                                          std::string& why) const;
+                                                          bool fixed_order, std::string& why) const;
   void run(const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* d,
            const DeviceBuffer& workspace, cudaStream_t stream) const {
     const float alpha = 1.0f, beta = 0.0f;
@@ -275,12 +287,12 @@ class LtProduct {
   }
 
   cublasLtHandle_t handle_;
-  LtSpec spec_;
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, ld_ = nullptr;
 };
 
 std::vector<cublasLtMatmulHeuristicResult_t> LtProduct::candidates(int count, size_t workspace,
+                                                                   bool fixed_order,
                                                                    std::string& why) const {
   cublasLtMatmulPreference_t pref = nullptr;
   RY_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
@@ -297,7 +309,8 @@ std::vector<cublasLtMatmulHeuristicResult_t> LtProduct::candidates(int count, si
     RY_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
   const uint32_t schemes =
-      CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+      fixed_order ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
+                  : CUBLASLT_REDUCTION_SCHEME_MASK;
   RY_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                  &schemes, sizeof(schemes)));
   std::vector<cublasLtMatmulHeuristicResult_t> results(count);
@@ -398,8 +411,9 @@ LtSpec forward_spec(const Mlp& d, cublasLtEpilogue_t e) {
 }
 
 // The heuristic's candidates for one epilogue, D = `d`, each a variant like `shape` (group,
-// outputs, what is compared); one "not offered" variant where there are none. `first`
-// receives candidate 0's description.
+// outputs, what is compared); one "not offered" variant where there are none. Where none
+// reduce in a fixed order, those with any reduction are tried (labelled so: the same-bits
+// check says whether they are usable). `first` receives candidate 0's description.
 void add_candidates(Context& c, std::vector<Variant>& out, const std::string& label,
                     const LtSpec& spec, const void* a, const void* b, void* d, const Variant& shape,
                     json* first = nullptr) {
@@ -407,9 +421,19 @@ void add_candidates(Context& c, std::vector<Variant>& out, const std::string& la
   std::vector<cublasLtMatmulHeuristicResult_t> found;
   try {
     c.products.push_back(std::make_unique<LtProduct>(c.lt, spec));
-    found = c.products.back()->candidates(c.candidates, c.workspace.bytes(), why);
+    found = c.products.back()->candidates(c.candidates, c.workspace.bytes(), true, why);
   } catch (const std::exception& e) {
     why = e.what();
+  }
+  std::string name = label;
+  if (found.empty() && why.rfind("the heuristic", 0) == 0) {
+    std::string any_why;
+    found = c.products.back()->candidates(c.candidates, c.workspace.bytes(), false, any_why);
+    if (found.empty()) {
+      why += "; with any split-K reduction: " + any_why;
+    } else {
+      name += " [in-place split-K allowed]";
+    }
   }
   if (found.empty()) {
     Variant v = shape;
@@ -421,7 +445,7 @@ void add_candidates(Context& c, std::vector<Variant>& out, const std::string& la
   const LtProduct* p = c.products.back().get();
   for (size_t i = 0; i < found.size(); ++i) {
     Variant v = shape;
-    v.name = label + " #" + std::to_string(i) + (i == 0 ? " (heuristic pick)" : "");
+    v.name = name + " #" + std::to_string(i) + (i == 0 ? " (heuristic pick)" : "");
     v.algo = describe(found[i]);
     if (i == 0 && first != nullptr) *first = v.algo;
     const cublasLtMatmulAlgo_t algo = found[i].algo;
