@@ -238,6 +238,30 @@ struct LtSpec {
 class LtProduct {
  public:
   LtProduct(cublasLtHandle_t handle, const LtSpec& spec) : handle_(handle) {
+    try {
+      describe_product(spec);
+    } catch (...) {
+      release();  // the destructor does not run for a constructor that throws
+      throw;
+    }
+  }
+  ~LtProduct() { release(); }
+  LtProduct(const LtProduct&) = delete;
+  LtProduct& operator=(const LtProduct&) = delete;
+
+  // Up to `count` candidates, best first; none (and `why` says so) where cuBLASLt offers none.
+  // fixed_order: split-K only with fixed-order reductions, as Matmul asks.
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(int count, size_t workspace,
+                                                          bool fixed_order, std::string& why) const;
+  void run(const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* d,
+           const DeviceBuffer& workspace, cudaStream_t stream) const {
+    const float alpha = 1.0f, beta = 0.0f;
+    RY_CUBLAS(cublasLtMatmul(handle_, op_, &alpha, a, la_, b, lb_, &beta, d, ld_, d, ld_, &algo,
+                             workspace.as<void>(), workspace.bytes(), stream));
+  }
+
+ private:
+  void describe_product(const LtSpec& spec) {
     RY_CUBLAS(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = spec.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = CUBLAS_OP_N;
@@ -261,27 +285,14 @@ class LtProduct {
     RY_CUBLAS(cublasLtMatrixLayoutCreate(&lb_, CUDA_R_16BF, spec.k, spec.n, spec.ldb));
     RY_CUBLAS(cublasLtMatrixLayoutCreate(&ld_, CUDA_R_16BF, spec.m, spec.n, spec.ldd));
   }
-  ~LtProduct() {
+  void release() {
     if (la_ != nullptr) cublasLtMatrixLayoutDestroy(la_);
     if (lb_ != nullptr) cublasLtMatrixLayoutDestroy(lb_);
     if (ld_ != nullptr) cublasLtMatrixLayoutDestroy(ld_);
     if (op_ != nullptr) cublasLtMatmulDescDestroy(op_);
+    la_ = lb_ = ld_ = nullptr;
+    op_ = nullptr;
   }
-  LtProduct(const LtProduct&) = delete;
-  LtProduct& operator=(const LtProduct&) = delete;
-
-  // Up to `count` candidates, best first; none (and `why` says so) where cuBLASLt offers none.
-  // fixed_order: split-K only with fixed-order reductions, as Matmul asks.
-  std::vector<cublasLtMatmulHeuristicResult_t> candidates(int count, size_t workspace,
-                                                          bool fixed_order, std::string& why) const;
-  void run(const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* d,
-           const DeviceBuffer& workspace, cudaStream_t stream) const {
-    const float alpha = 1.0f, beta = 0.0f;
-    RY_CUBLAS(cublasLtMatmul(handle_, op_, &alpha, a, la_, b, lb_, &beta, d, ld_, d, ld_, &algo,
-                             workspace.as<void>(), workspace.bytes(), stream));
-  }
-
- private:
   void set(cublasLtMatmulDescAttributes_t a, const void* v, size_t n) {
     RY_CUBLAS(cublasLtMatmulDescSetAttribute(op_, a, v, n));
   }
@@ -344,6 +355,27 @@ struct Variant {
   const void* db = nullptr;    // bias gradient [4C] compared with bias_grad's
   cudaDataType_t db_type = CUDA_R_32F;
 };
+
+// A variant's group and what it writes and is compared by; name and run come later.
+Variant shaped(const char* group, std::vector<Span> outputs, const void* main,
+               const void* db = nullptr, cudaDataType_t db_type = CUDA_R_32F) {
+  Variant v;
+  v.group = group;
+  v.outputs = std::move(outputs);
+  v.main = main;
+  v.db = db;
+  v.db_type = db_type;
+  return v;
+}
+
+using Run = std::function<void(cudaStream_t)>;
+
+void append(std::vector<Variant>& to, const Variant& shape, std::string name, json algo, Run run) {
+  to.push_back(shape);
+  to.back().name = std::move(name);
+  to.back().algo = std::move(algo);
+  to.back().run = std::move(run);
+}
 
 struct Result {
   std::string status = "ok";
@@ -465,12 +497,11 @@ std::vector<Variant> backward_variants(Context& c) {
   float *db = d.db.as<float>(), *part = d.partials.as<float>();
   const int N = d.N, C = d.C, H = d.H, chunks = railyard::bench::dgelu_colsum_chunks(N);
   const Span sdx{dx, d.act_bytes()}, sdp{dp, d.act_bytes()}, sdb{db, H * sizeof(float)};
-  const Variant only_dx{"backward", "", {}, "", {}, {sdx}, dx, nullptr, CUDA_R_32F};
-  const Variant dx_db{"backward", "", {}, "", {}, {sdx, sdb}, dx, db, CUDA_R_32F};
-  const Variant dx_db16{
-      "backward",        "",         {}, "", {}, {sdx, {d.db16.as<void>(), H * sizeof(bf16)}}, dx,
-      d.db16.as<void>(), CUDA_R_16BF};
-  const Variant only_dp{"backward", "", {}, "", {}, {sdp}, nullptr, nullptr, CUDA_R_32F};
+  const Span sdb16{d.db16.as<void>(), H * sizeof(bf16)};
+  const Variant only_dx = shaped("backward", {sdx}, dx);
+  const Variant dx_db = shaped("backward", {sdx, sdb}, dx, db);
+  const Variant dx_db16 = shaped("backward", {sdx, sdb16}, dx, sdb16.ptr, CUDA_R_16BF);
+  const Variant only_dp = shaped("backward", {sdp}, nullptr);
 
   std::vector<Variant> cands;
   json dgelu_pick, plain_pick;
@@ -500,17 +531,15 @@ std::vector<Variant> backward_variants(Context& c) {
     railyard::cuda::sum_partial_columns(db, nullptr, H, part, chunks, H, false, s);
   };
   std::vector<Variant> v;
-  auto add = [&v](const Variant& shape, std::string name, json algo, auto run) {
-    v.push_back(shape);
-    v.back().name = std::move(name), v.back().algo = std::move(algo), v.back().run = run;
+  auto add = [&v](const Variant& shape, std::string name, json algo, Run run) {
+    append(v, shape, std::move(name), std::move(algo), std::move(run));
   };
   add(only_dx, "today: DGELU epilogue (Matmul)", dgelu_pick, today);
   add(dx_db, "today: DGELU epilogue + bias_grad kernel", nullptr, [=](cudaStream_t s) {
     today(s);
     bias(s);
   });
-  add({"backward", "", {}, "", {}, {sdb}, nullptr, db, CUDA_R_32F}, "bias_grad kernel alone",
-      nullptr, bias);
+  add(shaped("backward", {sdb}, nullptr, db), "bias_grad kernel alone", nullptr, bias);
   add(only_dp, "plain product (Matmul)", plain_pick, plain);
   add(dx_db, "dgelu + column sums kernel + second pass alone", nullptr, dgelu_sums);
   Variant split = dx_db;
@@ -533,9 +562,9 @@ std::vector<Variant> forward_variants(Context& c) {
   const bf16 *x = d.x.as<bf16>(), *w = d.w_fc.as<bf16>(), *b = d.b_fc.as<bf16>();
   const int N = d.N, C = d.C, H = d.H;
   const Span sy{y, d.act_bytes()}, spre{pre, d.act_bytes()};
-  const Variant y_pre{"forward", "", {}, "", {}, {sy, spre}, y, nullptr, CUDA_R_32F};
-  const Variant only_y{"forward", "", {}, "", {}, {sy}, y, nullptr, CUDA_R_32F};
-  const Variant only_pre{"forward", "", {}, "", {}, {spre}, nullptr, nullptr, CUDA_R_32F};
+  const Variant y_pre = shaped("forward", {sy, spre}, y);
+  const Variant only_y = shaped("forward", {sy}, y);
+  const Variant only_pre = shaped("forward", {spre}, nullptr);
 
   std::vector<Variant> cands;
   json aux_pick, bias_pick;
@@ -560,9 +589,8 @@ std::vector<Variant> forward_variants(Context& c) {
     railyard::cuda::gelu_forward(y, pre, size_t(N) * H, s);
   };
   std::vector<Variant> v;
-  auto add = [&v](const Variant& shape, std::string name, json algo, auto run) {
-    v.push_back(shape);
-    v.back().name = std::move(name), v.back().algo = std::move(algo), v.back().run = run;
+  auto add = [&v](const Variant& shape, std::string name, json algo, Run run) {
+    append(v, shape, std::move(name), std::move(algo), std::move(run));
   };
   add(y_pre, "today: GELU_AUX_BIAS epilogue (Matmul)", aux_pick, today);
   add(only_pre, "BIAS epilogue (Matmul)", bias_pick, biased);
