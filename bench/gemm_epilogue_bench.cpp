@@ -103,6 +103,11 @@ Options parse(int argc, char** argv) {
     throw std::invalid_argument("--candidates " + std::to_string(o.candidates) +
                                 ": at most 32 (each one is timed)");
   }
+  if (int64_t(o.batch) * o.seq * 4 * o.dim > (int64_t(1) << 31)) {
+    throw std::invalid_argument("--batch " + std::to_string(o.batch) + " --seq " +
+                                std::to_string(o.seq) + " --dim " + std::to_string(o.dim) +
+                                ": more than 2^31 hidden activations; use smaller shapes");
+  }
   if (o.dim % 8 != 0) {
     throw std::invalid_argument("--dim " + std::to_string(o.dim) +
                                 ": must be a multiple of 8 (16-byte rows of bf16)");
@@ -767,6 +772,8 @@ void run_bench(const Options& o) {
   RY_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream.reset(s);
   Mlp d(o.batch * o.seq, o.dim);
+  // A pageable cudaMemcpy may return before its DMA lands; the stream does not wait for it.
+  RY_CUDA(cudaDeviceSynchronize());
   Matmul mm;
   cublasLtHandle_t h = nullptr;
   RY_CUBLAS(cublasLtCreate(&h));
