@@ -149,11 +149,14 @@ std::vector<float> download_floats(const void* p, size_t n, cudaDataType_t t) {
 }
 
 // max |a - ref| / max |ref|: a norm-wise relative difference (column sums of random signs
-// can be near zero, where an element-wise one means nothing).
+// can be near zero, where an element-wise one means nothing); infinite where a value is not
+// finite.
 double relative_difference(const std::vector<float>& a, const std::vector<float>& ref) {
   double diff = 0, scale = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(ref[i])));
+    const double e = std::fabs(double(a[i]) - double(ref[i]));
+    if (!std::isfinite(e)) return INFINITY;
+    diff = std::max(diff, e);
     scale = std::max(scale, std::fabs(double(ref[i])));
   }
   return scale > 0 ? diff / scale : diff;
@@ -738,21 +741,22 @@ void print_row(const Variant& v, const Result& r) {
   if (!v.algo.is_null()) std::printf("         %s\n", algo_line(v.algo).c_str());
 }
 
+// JSON has no NaN or infinity: "not measured" is null, a non-finite difference "non-finite".
+json figure(double x) {
+  return std::isnan(x) ? json(nullptr) : std::isinf(x) ? json("non-finite") : json(x);
+}
+
 json to_json(const Variant& v, const Result& r, bool once) {
-  json j = {{"group", v.group},
-            {"name", v.name},
-            {"status", r.status},
-            {"median_us", r.median_us},
-            {"min_us", r.min_us},
-            {"algo", v.algo},
-            {"marker", once && r.status == "ok"}};
-  j["same_bits"] = r.checked ? json(r.same_bits) : json(nullptr);
-  j["out_rel_diff"] = std::isnan(r.main_diff) ? json(nullptr) : json(r.main_diff);
-  j["db_rel_diff"] = std::isnan(r.db_diff) ? json(nullptr) : json(r.db_diff);
-  for (const char* k : {"median_us", "min_us"}) {
-    if (std::isnan(j[k].get<double>())) j[k] = nullptr;
-  }
-  return j;
+  return {{"group", v.group},
+          {"name", v.name},
+          {"status", r.status},
+          {"median_us", figure(r.median_us)},
+          {"min_us", figure(r.min_us)},
+          {"same_bits", r.checked ? json(r.same_bits) : json(nullptr)},
+          {"out_rel_diff", figure(r.main_diff)},
+          {"db_rel_diff", figure(r.db_diff)},
+          {"algo", v.algo},
+          {"marker", once && r.status == "ok"}};
 }
 
 json header(const Options& o, const Mlp& d) {
