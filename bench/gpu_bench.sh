@@ -1,6 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
+#                                        gemm
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -21,7 +22,8 @@ keep() {
   [ -n "${OUT:-}" ] && [ "$OUT" != "$W" ] || return 0
   mkdir -p "$OUT"
   for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt \
-    hf_check.log ckpt-gpu.json ckpt-gpu.log; do
+    hf_check.log ckpt-gpu.json ckpt-gpu.log gemm-epilogue.json gemm.log gemm-kernels.txt \
+    gemm-once.json; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -162,6 +164,22 @@ if has profile; then
     | tee "$W/profile.txt"
 fi
 
+# Which tree and GPU a result file ($1, JSON) is for, as gpu-1x.json says it; then copied to
+# bench/results/$2.
+stamp_result() {
+  python3 - "$1" "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
+    "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY' \
+    && mkdir -p bench/results && cp "$1" "bench/results/$2"
+import datetime, json, sys
+path, commit, gpu = sys.argv[1:4]
+figures = json.load(open(path))
+out = {"commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+       "gpu": gpu}
+out.update(figures)
+json.dump(out, open(path, "w"), indent=2)
+PY
+}
+
 # Checkpoint costs on this GPU and disk (bench/checkpoint_bench.cpp): stall, step slowdown during
 # a background write, sync save vs dd oflag=direct, load vs read; JSON to $W/ckpt-gpu.json.
 stage_ckpt() {
@@ -173,18 +191,7 @@ stage_ckpt() {
   rm -rf "$dir"
   timeout 400 "$BUILD/bench/checkpoint_bench" --dir "$dir" --device cuda --precision bf16 \
     --batch 16 --repeat 3 --json "$W/ckpt-gpu.json" 2>&1 | tee "$W/ckpt-gpu.log"
-  # Which tree and GPU the figures are for, as gpu-1x.json says it.
-  python3 - "$W/ckpt-gpu.json" "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
-    "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY' \
-    && mkdir -p bench/results && cp "$W/ckpt-gpu.json" bench/results/ckpt-gpu.json
-import datetime, json, sys
-path, commit, gpu = sys.argv[1:4]
-figures = json.load(open(path))
-out = {"commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-       "gpu": gpu}
-out.update(figures)
-json.dump(out, open(path, "w"), indent=2)
-PY
+  stamp_result "$W/ckpt-gpu.json" ckpt-gpu.json
   rm -rf "$dir"
   log "ckpt: kill -9 during a background write of a GPU run, then resume"
   timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$W/ckpt-gpu.log"
@@ -196,10 +203,36 @@ PY
 }
 if has ckpt; then stage_ckpt; fi
 
-log summary
-python3 bench/gpu_bench_table.py "$W" | tee "$W/table.md"
-commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-python3 bench/gpu_results.py "$W" "$commit" "$gpu" > "$W/gpu-1x.json" \
-  && mkdir -p bench/results && cp "$W/gpu-1x.json" bench/results/gpu-1x.json
-cat "$W/gpu-1x.json"
+# The MLP's GELU products at the model's shapes, every way cuBLASLt and our kernels compute them
+# (bench/gemm_epilogue_bench.cpp, bench/NOTES.md issue 12): the timed table with same-bits and
+# bias-gradient checks ($W/gemm-epilogue.json, also bench/results/), then one run of each variant
+# under ncu, cut at its marker kernels: which kernels each variant runs (gemm-kernels.txt).
+stage_gemm() {
+  log "gemm: gemm_epilogue_bench"
+  ninja -C "$BUILD" -j16 gemm_epilogue_bench > "$W/build-gemm.log" 2>&1 \
+    || { grep -E "error|FAILED" "$W/build-gemm.log" | head -30; return 1; }
+  timeout 300 "$BUILD/bench/gemm_epilogue_bench" --json "$W/gemm-epilogue.json" 2>&1 \
+    | tee "$W/gemm.log"
+  [ -f "$W/gemm-epilogue.json" ] && stamp_result "$W/gemm-epilogue.json" gemm-epilogue.json
+  log "gemm: kernels of each variant (ncu, one run each)"
+  rm -f "$W/gemm-once.json" "$W/gemm-ncu.csv"
+  timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --csv --log-file "$W/gemm-ncu.csv" "$BUILD/bench/gemm_epilogue_bench" --once \
+    --json "$W/gemm-once.json" > "$W/gemm-ncu.log" 2>&1 || tail -5 "$W/gemm-ncu.log"
+  [ -f "$W/gemm-once.json" ] && [ -f "$W/gemm-ncu.csv" ] \
+    && python3 bench/gemm_kernels.py "$W/gemm-once.json" "$W/gemm-ncu.csv" \
+    | tee "$W/gemm-kernels.txt"
+  return 0
+}
+if has gemm; then stage_gemm; fi
+
+# The training summary, only where a stage trained (otherwise it would write an empty result).
+if has bench || has variants || has pytorch || has profile; then
+  log summary
+  python3 bench/gpu_bench_table.py "$W" | tee "$W/table.md"
+  commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  python3 bench/gpu_results.py "$W" "$commit" "$gpu" > "$W/gpu-1x.json" \
+    && mkdir -p bench/results && cp "$W/gpu-1x.json" bench/results/gpu-1x.json
+  cat "$W/gpu-1x.json"
+fi
