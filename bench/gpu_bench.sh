@@ -1,6 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
+#                                              sdpa
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -21,7 +22,7 @@ keep() {
   [ -n "${OUT:-}" ] && [ "$OUT" != "$W" ] || return 0
   mkdir -p "$OUT"
   for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt \
-    hf_check.log ckpt-gpu.json ckpt-gpu.log; do
+    hf_check.log ckpt-gpu.json ckpt-gpu.log sdpa-plans.json sdpa-plans.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -162,6 +163,22 @@ if has profile; then
     | tee "$W/profile.txt"
 fi
 
+# $W/NAME (a bench's JSON) gets the commit, date and GPU it is for, as gpu-1x.json says them, and
+# is copied to bench/results/NAME.
+stamp_result() {
+  python3 - "$W/$1" "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
+    "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY' \
+    && mkdir -p bench/results && cp "$W/$1" "bench/results/$1"
+import datetime, json, sys
+path, commit, gpu = sys.argv[1:4]
+figures = json.load(open(path))
+out = {"commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+       "gpu": gpu}
+out.update(figures)
+json.dump(out, open(path, "w"), indent=2)
+PY
+}
+
 # Checkpoint costs on this GPU and disk (bench/checkpoint_bench.cpp): stall, step slowdown during
 # a background write, sync save vs dd oflag=direct, load vs read; JSON to $W/ckpt-gpu.json.
 stage_ckpt() {
@@ -173,18 +190,7 @@ stage_ckpt() {
   rm -rf "$dir"
   timeout 400 "$BUILD/bench/checkpoint_bench" --dir "$dir" --device cuda --precision bf16 \
     --batch 16 --repeat 3 --json "$W/ckpt-gpu.json" 2>&1 | tee "$W/ckpt-gpu.log"
-  # Which tree and GPU the figures are for, as gpu-1x.json says it.
-  python3 - "$W/ckpt-gpu.json" "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
-    "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY' \
-    && mkdir -p bench/results && cp "$W/ckpt-gpu.json" bench/results/ckpt-gpu.json
-import datetime, json, sys
-path, commit, gpu = sys.argv[1:4]
-figures = json.load(open(path))
-out = {"commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-       "gpu": gpu}
-out.update(figures)
-json.dump(out, open(path, "w"), indent=2)
-PY
+  stamp_result ckpt-gpu.json
   rm -rf "$dir"
   log "ckpt: kill -9 during a background write of a GPU run, then resume"
   timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$W/ckpt-gpu.log"
@@ -196,10 +202,34 @@ PY
 }
 if has ckpt; then stage_ckpt; fi
 
-log summary
-python3 bench/gpu_bench_table.py "$W" | tee "$W/table.md"
-commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-python3 bench/gpu_results.py "$W" "$commit" "$gpu" > "$W/gpu-1x.json" \
-  && mkdir -p bench/results && cp "$W/gpu-1x.json" bench/results/gpu-1x.json
-cat "$W/gpu-1x.json"
+# Every cuDNN SDPA execution plan of the attention at the benchmark's shape (issue 12,
+# bench/cudnn_sdpa_plans.cpp): built or not, workspace, median time, repeatable bits, difference
+# from the engine's plan; the table to sdpa-plans.log, JSON to sdpa-plans.json.
+stage_sdpa() {
+  log "sdpa: cudnn_sdpa_plans (B=16 T=1024 H=12 hd=64, causal bf16)"
+  # The target exists only where the build found cuDNN and the frontend ("cuDNN attention: ON").
+  ninja -C "$BUILD" -j16 cudnn_sdpa_plans > "$W/build-sdpa.log" 2>&1 || {
+    grep -E "error|FAILED" "$W/build-sdpa.log" | head -30
+    echo "sdpa: no cudnn_sdpa_plans: run the build stage first (cuDNN attention must be ON)"
+    return 1
+  }
+  # Which libcudnn the run loads, and the one PyTorch carries (a newer one may offer more plans).
+  ldd "$BUILD/bench/cudnn_sdpa_plans" | grep -i cudnn
+  python3 -c 'import torch; print("torch cuDNN", torch.backends.cudnn.version())' 2>/dev/null
+  timeout 300 "$BUILD/bench/cudnn_sdpa_plans" --runs 20 --warmup 3 --bit-runs 3 \
+    --json "$W/sdpa-plans.json" 2>&1 | tee "$W/sdpa-plans.log"
+  [ -s "$W/sdpa-plans.json" ] && stamp_result sdpa-plans.json
+}
+if has sdpa; then stage_sdpa; fi
+
+# The summary and gpu-1x.json only where a stage that trains ran: a checkpoint- or plan-only call
+# must not replace the recorded result file with an empty one.
+if has bench || has variants || has pytorch || has profile; then
+  log summary
+  python3 bench/gpu_bench_table.py "$W" | tee "$W/table.md"
+  commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  python3 bench/gpu_results.py "$W" "$commit" "$gpu" > "$W/gpu-1x.json" \
+    && mkdir -p bench/results && cp "$W/gpu-1x.json" bench/results/gpu-1x.json
+  cat "$W/gpu-1x.json"
+fi
