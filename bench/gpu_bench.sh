@@ -22,7 +22,8 @@ keep() {
   [ -n "${OUT:-}" ] && [ "$OUT" != "$W" ] || return 0
   mkdir -p "$OUT"
   for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt \
-    hf_check.log ckpt-gpu.json ckpt-gpu.log sdpa-plans.json sdpa-plans.log; do
+    hf_check.log ckpt-gpu.json ckpt-gpu.log sdpa-plans.json sdpa-plans.log \
+    sdpa-plans-torch-cudnn.json sdpa-plans-torch-cudnn.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -222,6 +223,25 @@ stage_sdpa() {
   timeout 300 "$BUILD/bench/cudnn_sdpa_plans" --runs 20 --warmup 3 --bit-runs 3 \
     --json "$W/sdpa-plans.json" 2>&1 | tee "$W/sdpa-plans.log"
   [ -s "$W/sdpa-plans.json" ] && stamp_result sdpa-plans.json
+  # PyTorch's libcudnn where its version differs from the system's: the same plans against it
+  # (the frontend opens routes by the library's version, ordered dQ from 9.25). The bench's
+  # RUNPATH yields to LD_LIBRARY_PATH.
+  local lib
+  lib=$(python3 - "$W/sdpa-plans.json" <<'PY' 2>/dev/null
+import json, os, sys, torch
+import nvidia.cudnn
+ours = json.load(open(sys.argv[1])).get("cudnn_backend_version")
+lib = os.path.join(list(nvidia.cudnn.__path__)[0], "lib")
+if torch.backends.cudnn.version() != ours and os.path.exists(os.path.join(lib, "libcudnn.so.9")):
+    print(lib)
+PY
+)
+  [ -n "$lib" ] || return 0
+  log "sdpa: the same against PyTorch's libcudnn ($lib)"
+  LD_LIBRARY_PATH=$lib:${LD_LIBRARY_PATH:-} timeout 200 "$BUILD/bench/cudnn_sdpa_plans" --runs 20 \
+    --warmup 3 --bit-runs 3 --json "$W/sdpa-plans-torch-cudnn.json" 2>&1 \
+    | tee "$W/sdpa-plans-torch-cudnn.log"
+  [ -s "$W/sdpa-plans-torch-cudnn.json" ] && stamp_result sdpa-plans-torch-cudnn.json
 }
 if has sdpa; then stage_sdpa; fi
 
