@@ -221,7 +221,7 @@ class Bench {
   json run_config(const Variant& v, const Mode& m);
 
  private:
-  json plan_row(fe::graph::Graph& g, bool backward, int64_t index);
+  void plan_row(json& row, fe::graph::Graph& g, bool backward, int64_t index);
   void measure(json& row, fe::graph::Graph& g, bool backward, int64_t index);
   Timing time_launches(const std::function<std::string()>& launch);
   std::unordered_map<int64_t, void*> pack(bool backward) const;
@@ -464,9 +464,9 @@ std::string knob_name(fe::KnobType_t k) {
   return j.is_string() ? j.get<std::string>() : "knob" + std::to_string(int64_t(k));
 }
 
-// One plan: what cuDNN says of it, whether it builds, and (if it does) its measurements.
-json Bench::plan_row(fe::graph::Graph& g, bool backward, int64_t index) {
-  json row = {{"index", index}, {"built", false}};
+// One plan into `row`: what cuDNN says of it, whether it builds, and (if it does) its
+// measurements.
+void Bench::plan_row(json& row, fe::graph::Graph& g, bool backward, int64_t index) {
   std::string name;
   fe::error_t e = g.get_plan_name_at_index(index, name);
   row["name"] = e.is_good() ? name : "(no name: " + e.get_message() + ")";
@@ -483,18 +483,10 @@ json Bench::plan_row(fe::graph::Graph& g, bool backward, int64_t index) {
   e = g.build_plan_at_index(index);
   if (e.is_bad()) {
     row["error"] = "build: " + e.get_message();
-    return row;
+    return;
   }
   row["built"] = true;
-  try {
-    measure(row, g, backward, index);
-  } catch (const DeviceLost&) {
-    throw;
-  } catch (const std::exception& ex) {
-    row["error"] = ex.what();
-    recover(stream_);
-  }
-  return row;
+  measure(row, g, backward, index);
 }
 
 json Bench::run_config(const Variant& v, const Mode& m) {
@@ -522,7 +514,15 @@ json Bench::run_config(const Variant& v, const Mode& m) {
   c["plan_count"] = n;
   bool chosen = false;  // build_plans' default policy takes the first plan that builds
   for (int64_t i = 0; i < n; ++i) {
-    json row = plan_row(*g, v.backward, i);
+    json row = {{"index", i}, {"built", false}, {"name", "?"}};
+    try {
+      plan_row(row, *g, v.backward, i);
+    } catch (const DeviceLost&) {
+      throw;
+    } catch (const std::exception& ex) {  // a failed allocation, say: this plan's row says so
+      row["error"] = ex.what();
+      recover(stream_);
+    }
     row["heuristic_choice"] = !chosen && row["built"].get<bool>();
     chosen = chosen || row["built"].get<bool>();
     c["plans"].push_back(std::move(row));
@@ -685,7 +685,7 @@ int run(const Options& o) {
         write_json(out, o.json);  // what was measured survives a timeout
       }
     }
-  } catch (const DeviceLost& e) {
+  } catch (const std::exception& e) {  // DeviceLost, mostly: what was measured is kept
     std::fprintf(stderr, "cudnn_sdpa_plans: stopped early: %s\n", e.what());
     out["stopped_early"] = e.what();
     rc = 1;
