@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
-#                                        gemm
+#                                        gemm sdpa
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -23,7 +23,8 @@ keep() {
   mkdir -p "$OUT"
   for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt \
     hf_check.log ckpt-gpu.json ckpt-gpu.log gemm-epilogue.json gemm.log gemm-kernels.txt \
-    gemm-once.json; do
+    gemm-once.json sdpa-plans.json sdpa-plans.log sdpa-plans-torch-cudnn.json \
+    sdpa-plans-torch-cudnn.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -67,7 +68,10 @@ if has build; then
     -DRAILYARD_CUDNN=${RAILYARD_CUDNN:-AUTO} -DRAILYARD_CUDNN_FRONTEND_INCLUDE="$FE_INCLUDE" \
     > "$W/cmake.log" 2>&1 || { tail -30 "$W/cmake.log"; exit 1; }
   grep "cuDNN attention" "$W/cmake.log"
-  ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check \
+  # The plan bench (one long frontend unit) compiles beside the rest when the sdpa stage follows.
+  extra=""
+  has sdpa && grep -q "cuDNN attention: ON" "$W/cmake.log" && extra=cudnn_sdpa_plans
+  ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check $extra \
     > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
   log build done
 fi
@@ -164,12 +168,12 @@ if has profile; then
     | tee "$W/profile.txt"
 fi
 
-# Which tree and GPU a result file ($1, JSON) is for, as gpu-1x.json says it; then copied to
-# bench/results/$2.
+# $W/NAME (a bench's JSON) gets the commit, date and GPU it is for, as gpu-1x.json says them, and
+# is copied to bench/results/NAME.
 stamp_result() {
-  python3 - "$1" "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
+  python3 - "$W/$1" "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
     "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY' \
-    && mkdir -p bench/results && cp "$1" "bench/results/$2"
+    && mkdir -p bench/results && cp "$W/$1" "bench/results/$1"
 import datetime, json, sys
 path, commit, gpu = sys.argv[1:4]
 figures = json.load(open(path))
@@ -191,7 +195,7 @@ stage_ckpt() {
   rm -rf "$dir"
   timeout 400 "$BUILD/bench/checkpoint_bench" --dir "$dir" --device cuda --precision bf16 \
     --batch 16 --repeat 3 --json "$W/ckpt-gpu.json" 2>&1 | tee "$W/ckpt-gpu.log"
-  stamp_result "$W/ckpt-gpu.json" ckpt-gpu.json
+  stamp_result ckpt-gpu.json
   rm -rf "$dir"
   log "ckpt: kill -9 during a background write of a GPU run, then resume"
   timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$W/ckpt-gpu.log"
@@ -213,7 +217,7 @@ stage_gemm() {
     || { grep -E "error|FAILED" "$W/build-gemm.log" | head -30; return 1; }
   timeout 300 "$BUILD/bench/gemm_epilogue_bench" --json "$W/gemm-epilogue.json" 2>&1 \
     | tee "$W/gemm.log"
-  [ -f "$W/gemm-epilogue.json" ] && stamp_result "$W/gemm-epilogue.json" gemm-epilogue.json
+  [ -f "$W/gemm-epilogue.json" ] && stamp_result gemm-epilogue.json
   log "gemm: kernels of each variant (ncu, one run each)"
   rm -f "$W/gemm-once.json" "$W/gemm-ncu.csv"
   timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
@@ -226,7 +230,47 @@ stage_gemm() {
 }
 if has gemm; then stage_gemm; fi
 
-# The training summary, only where a stage trained (otherwise it would write an empty result).
+# Every cuDNN SDPA execution plan of the attention at the benchmark's shape (issue 12,
+# bench/cudnn_sdpa_plans.cpp): built or not, workspace, median time, repeatable bits, difference
+# from the engine's plan; the table to sdpa-plans.log, JSON to sdpa-plans.json.
+stage_sdpa() {
+  log "sdpa: cudnn_sdpa_plans (B=16 T=1024 H=12 hd=64, causal bf16)"
+  # The target exists only where the build found cuDNN and the frontend ("cuDNN attention: ON").
+  ninja -C "$BUILD" -j16 cudnn_sdpa_plans > "$W/build-sdpa.log" 2>&1 || {
+    grep -E "error|FAILED" "$W/build-sdpa.log" | head -30
+    echo "sdpa: no cudnn_sdpa_plans: run the build stage first (cuDNN attention must be ON)"
+    return 1
+  }
+  # Which libcudnn the run loads, and the one PyTorch carries (a newer one may offer more plans).
+  ldd "$BUILD/bench/cudnn_sdpa_plans" | grep -i cudnn
+  python3 -c 'import torch; print("torch cuDNN", torch.backends.cudnn.version())' 2>/dev/null
+  timeout 300 "$BUILD/bench/cudnn_sdpa_plans" --runs 20 --warmup 3 --bit-runs 3 \
+    --json "$W/sdpa-plans.json" 2>&1 | tee "$W/sdpa-plans.log"
+  [ -s "$W/sdpa-plans.json" ] && stamp_result sdpa-plans.json
+  # PyTorch's libcudnn where its version differs from the system's: the same plans against it
+  # (the frontend opens routes by the library's version, ordered dQ from 9.25). The bench's
+  # RUNPATH yields to LD_LIBRARY_PATH.
+  local lib
+  lib=$(python3 - "$W/sdpa-plans.json" <<'PY' 2>/dev/null
+import json, os, sys, torch
+import nvidia.cudnn
+ours = json.load(open(sys.argv[1])).get("cudnn_backend_version")
+lib = os.path.join(list(nvidia.cudnn.__path__)[0], "lib")
+if torch.backends.cudnn.version() != ours and os.path.exists(os.path.join(lib, "libcudnn.so.9")):
+    print(lib)
+PY
+)
+  [ -n "$lib" ] || return 0
+  log "sdpa: the same against PyTorch's libcudnn ($lib)"
+  LD_LIBRARY_PATH=$lib:${LD_LIBRARY_PATH:-} timeout 200 "$BUILD/bench/cudnn_sdpa_plans" --runs 20 \
+    --warmup 3 --bit-runs 3 --json "$W/sdpa-plans-torch-cudnn.json" 2>&1 \
+    | tee "$W/sdpa-plans-torch-cudnn.log"
+  [ -s "$W/sdpa-plans-torch-cudnn.json" ] && stamp_result sdpa-plans-torch-cudnn.json
+}
+if has sdpa; then stage_sdpa; fi
+
+# The summary and gpu-1x.json only where a stage that trains ran: a checkpoint- or plan-only call
+# must not replace the recorded result file with an empty one.
 if has bench || has variants || has pytorch || has profile; then
   log summary
   python3 bench/gpu_bench_table.py "$W" | tee "$W/table.md"
