@@ -536,7 +536,12 @@ std::vector<Variant> backward_variants(Context& c) {
   };
   auto dgelu_sums = [dx, db, part, dp, pre, N, H, chunks](cudaStream_t s) {
     railyard::bench::dgelu_colsum(dx, part, dp, pre, N, H, s);
-    railyard::cuda::sum_partial_columns(db, nullptr, H, part, chunks, H, false, s);
+    railyard::cuda::ColumnSums sums;
+    sums.partials = part;
+    sums.rows = chunks;
+    sums.cols = sums.width = H;
+    sums.out[0] = db;
+    railyard::cuda::sum_partial_columns(sums, s);
   };
   std::vector<Variant> v;
   auto add = [&v](const Variant& shape, std::string name, json algo, Run run) {
