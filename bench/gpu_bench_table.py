@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarises a gpu_bench.sh output folder: railyard-train --log-json files and the PyTorch
 reference's JSON lines, as one markdown table (tokens/s per GPU from the median step time over
-steps 10..N, MFU against 790 TFLOP/s, peak memory, checkpoint stall)."""
+steps 10..N, MFU against 790 TFLOP/s, peak memory, the time each checkpoint held training, with its reason: periodic, final...)."""
 import glob
 import json
 import os
@@ -31,7 +31,9 @@ def railyard_rows(out):
         # Tokens per step per GPU from the log itself (grad-accum and world size included).
         tok = steps[-1]["tokens_seen"] / steps[-1]["step"] / world / med
         mem = max(s.get("device_mem_used", 0) for s in steps) / 2**30
-        stall = ", ".join(f'{c.get("stall_seconds", 0)*1e3:.0f} ms' for c in ckpt) or "-"
+        # A final save stops training by design; label each save so it is not read as a stall.
+        stall = ", ".join(f'{c.get("reason", "save")} {c.get("stall_seconds", 0)*1e3:.0f} ms'
+                          for c in ckpt) or "-"
         rows.append((os.path.basename(path)[:-6].replace("_", " "), f"{med*1e3:.1f}",
                      f"{tok:,.0f}", f"{tok * gpt2_flops() / PEAK:.1%}", f"{mem:.1f}", stall))
     return rows
@@ -53,7 +55,7 @@ def pytorch_rows(out):
 
 def main():
     out = sys.argv[1]
-    print("| system | median step ms | tokens/s per GPU | MFU | peak mem GiB | ckpt stall |")
+    print("| system | median step ms | tokens/s per GPU | MFU | peak mem GiB | training held by checkpoints |")
     print("|---|---|---|---|---|---|")
     for r in railyard_rows(out) + pytorch_rows(out):
         print("| " + " | ".join(r) + " |")
