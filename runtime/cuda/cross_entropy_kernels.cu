@@ -56,6 +56,25 @@ __device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p,
   }
 }
 
+// A pack from fp32 values, rounded to nearest even. bf16 two at a time: one conversion
+// instruction per pair instead of one per element and a merge.
+template <typename T>
+__device__ __forceinline__ Pack<T> to_pack(const float (&g)[Pack<T>::kN]) {
+  Pack<T> p;
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kN; ++k) p.v[k] = from_f<T>(g[k]);
+  return p;
+}
+template <>
+__device__ __forceinline__ Pack<bf16> to_pack<bf16>(const float (&g)[Pack<bf16>::kN]) {
+  Pack<bf16> p;
+  auto* pairs = reinterpret_cast<__nv_bfloat162*>(p.v);
+#pragma unroll
+  for (int k = 0; k < Pack<bf16>::kN / 2; ++k)
+    pairs[k] = __floats2bfloat162_rn(g[2 * k], g[2 * k + 1]);
+  return p;
+}
+
 // dscale * (softmax - onehot) for the pack's columns; 0 for padding and ignored rows. Ml is the
 // row's max times log2 e, scale = dscale / sum.
 template <typename T>
@@ -63,13 +82,13 @@ __device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, f
                                             float scale, float dscale) {
   constexpr int kN = Pack<T>::kN;
   const int n = tgt < 0 ? 0 : min(kN, V - j0);
+  float g[kN];
 #pragma unroll
   for (int k = 0; k < kN; ++k) {
-    float g = k < n ? exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale : 0.0f;
-    if (j0 + k == tgt) g -= dscale;
-    p.v[k] = from_f<T>(g);
+    g[k] = k < n ? exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale : 0.0f;
+    if (j0 + k == tgt) g[k] -= dscale;
   }
-  return p;
+  return to_pack<T>(g);
 }
 
 // The row's (max, sum) from every thread's pair; thread 0 writes the row's loss (target_logit is
