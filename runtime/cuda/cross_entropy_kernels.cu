@@ -35,15 +35,15 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-// Online (max, sum of exp) over the pack's columns below V: at most one rescale per pack.
-template <typename T>
-__device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p, int j0, int V) {
+// Online (max, sum of exp) over the pack's first n columns: at most one rescale per pack.
+// kWhole: n is the whole pack, and the per-column tests compile away.
+template <bool kWhole, typename T>
+__device__ __forceinline__ void accumulate_n(float& m, float& s, const Pack<T>& p, int n) {
   constexpr int kN = Pack<T>::kN;
-  const int n = min(kN, V - j0);  // kN but in the last pack before the padding
   float pm = -INFINITY;
 #pragma unroll
   for (int k = 0; k < kN; ++k) {
-    if (k < n) pm = fmaxf(pm, to_f(p.v[k]));
+    if (kWhole || k < n) pm = fmaxf(pm, to_f(p.v[k]));
   }
   if (pm > m) {
     s *= exp2_approx((m - pm) * kLog2e);
@@ -52,7 +52,19 @@ __device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p,
   const float ml = m * kLog2e;
 #pragma unroll
   for (int k = 0; k < kN; ++k) {
-    if (k < n) s += exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -ml));
+    if (kWhole || k < n) s += exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -ml));
+  }
+}
+
+// The same over the pack's columns below V.
+template <typename T>
+__device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p, int j0, int V) {
+  constexpr int kN = Pack<T>::kN;
+  const int n = min(kN, V - j0);  // kN but in the last pack before the padding
+  if (n == kN) {
+    accumulate_n<true>(m, s, p, n);
+  } else {
+    accumulate_n<false>(m, s, p, n);
   }
 }
 
@@ -76,17 +88,28 @@ __device__ __forceinline__ Pack<bf16> to_pack<bf16>(const float (&g)[Pack<bf16>:
 }
 
 // dscale * (softmax - onehot) for the pack's columns; 0 for padding and ignored rows. Ml is the
-// row's max times log2 e, scale = dscale / sum.
+// row's max times log2 e, scale = dscale / sum. The per-column tests (padding, the target) only
+// in the few packs that need them.
 template <typename T>
 __device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, float Ml,
                                             float scale, float dscale) {
   constexpr int kN = Pack<T>::kN;
   const int n = tgt < 0 ? 0 : min(kN, V - j0);
   float g[kN];
+  if (n == kN) {
 #pragma unroll
-  for (int k = 0; k < kN; ++k) {
-    g[k] = k < n ? exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale : 0.0f;
-    if (j0 + k == tgt) g[k] -= dscale;
+    for (int k = 0; k < kN; ++k) g[k] = exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      g[k] = k < n ? exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale : 0.0f;
+    }
+  }
+  if (unsigned(tgt - j0) < unsigned(kN)) {  // the target's pack (never for tgt < 0)
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      if (j0 + k == tgt) g[k] -= dscale;
+    }
   }
   return to_pack<T>(g);
 }
