@@ -1,4 +1,10 @@
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "cross_entropy_kernels.hpp"
 #include "cuda_check.hpp"
@@ -29,15 +35,15 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-// Online (max, sum of exp) over the pack's columns below V: at most one rescale per pack.
-template <typename T>
-__device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p, int j0, int V) {
+// Online (max, sum of exp) over the pack's first n columns: at most one rescale per pack.
+// kWhole: n is the whole pack, and the per-column tests compile away.
+template <bool kWhole, typename T>
+__device__ __forceinline__ void accumulate_n(float& m, float& s, const Pack<T>& p, int n) {
   constexpr int kN = Pack<T>::kN;
-  const int n = min(kN, V - j0);  // kN but in the last pack before the padding
   float pm = -INFINITY;
 #pragma unroll
   for (int k = 0; k < kN; ++k) {
-    if (k < n) pm = fmaxf(pm, to_f(p.v[k]));
+    if (kWhole || k < n) pm = fmaxf(pm, to_f(p.v[k]));
   }
   if (pm > m) {
     s *= exp2_approx((m - pm) * kLog2e);
@@ -46,29 +52,72 @@ __device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p,
   const float ml = m * kLog2e;
 #pragma unroll
   for (int k = 0; k < kN; ++k) {
-    if (k < n) s += exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -ml));
+    if (kWhole || k < n) s += exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -ml));
   }
 }
 
+// The same over the pack's columns below V.
+template <typename T>
+__device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p, int j0, int V) {
+  constexpr int kN = Pack<T>::kN;
+  const int n = min(kN, V - j0);  // kN but in the last pack before the padding
+  if (n == kN) {
+    accumulate_n<true>(m, s, p, n);
+  } else {
+    accumulate_n<false>(m, s, p, n);
+  }
+}
+
+// A pack from fp32 values, rounded to nearest even. bf16 two at a time: one conversion
+// instruction per pair instead of one per element and a merge.
+template <typename T>
+__device__ __forceinline__ Pack<T> to_pack(const float (&g)[Pack<T>::kN]) {
+  Pack<T> p;
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kN; ++k) p.v[k] = from_f<T>(g[k]);
+  return p;
+}
+template <>
+__device__ __forceinline__ Pack<bf16> to_pack<bf16>(const float (&g)[Pack<bf16>::kN]) {
+  Pack<bf16> p;
+  auto* pairs = reinterpret_cast<__nv_bfloat162*>(p.v);
+#pragma unroll
+  for (int k = 0; k < Pack<bf16>::kN / 2; ++k)
+    pairs[k] = __floats2bfloat162_rn(g[2 * k], g[2 * k + 1]);
+  return p;
+}
+
 // dscale * (softmax - onehot) for the pack's columns; 0 for padding and ignored rows. Ml is the
-// row's max times log2 e, scale = dscale / sum.
+// row's max times log2 e, scale = dscale / sum. The per-column tests (padding, the target) only
+// in the few packs that need them.
 template <typename T>
 __device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, float Ml,
                                             float scale, float dscale) {
   constexpr int kN = Pack<T>::kN;
   const int n = tgt < 0 ? 0 : min(kN, V - j0);
+  float g[kN];
+  if (n == kN) {
 #pragma unroll
-  for (int k = 0; k < kN; ++k) {
-    float g = k < n ? exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale : 0.0f;
-    if (j0 + k == tgt) g -= dscale;
-    p.v[k] = from_f<T>(g);
+    for (int k = 0; k < kN; ++k) g[k] = exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      g[k] = k < n ? exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale : 0.0f;
+    }
   }
-  return p;
+  if (unsigned(tgt - j0) < unsigned(kN)) {  // the target's pack (never for tgt < 0)
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      if (j0 + k == tgt) g[k] -= dscale;
+    }
+  }
+  return to_pack<T>(g);
 }
 
-// The row's (max, sum) from every thread's pair; thread 0 writes the loss. Returns (max log2 e,
-// 1/sum).
-__device__ __forceinline__ float2 finish_row(float m, float s, float* losses, float target_logit,
+// The row's (max, sum) from every thread's pair; thread 0 writes the row's loss (target_logit is
+// needed in thread 0 only). Returns (max log2 e, 1/sum). The shared slots are reused row after row:
+// each is written before one barrier and read before the next.
+__device__ __forceinline__ float2 finish_row(float m, float s, float* loss, float target_logit,
                                              int tgt) {
   __shared__ float sm[32], ss[32];
   __shared__ float row_max, row_sum;
@@ -88,14 +137,15 @@ __device__ __forceinline__ float2 finish_row(float m, float s, float* losses, fl
     for (int w = 1; w < int(blockDim.x / 32); ++w) combine(M, S, sm[w], ss[w]);
     row_max = M;
     row_sum = S;
-    losses[blockIdx.x] = tgt < 0 ? 0.0f : logf(S) + M - target_logit;
+    *loss = tgt < 0 ? 0.0f : logf(S) + M - target_logit;
   }
   __syncthreads();
   return make_float2(row_max * kLog2e, 1.0f / row_sum);
 }
 
 // One block per row, 16-byte packs (Vp is a multiple of 8); the padding columns [V, Vp) are
-// skipped in the sums and get gradient 0. The row is read twice (for rows too long to stage).
+// skipped in the sums and get gradient 0. The row is read twice with the gradient (rows too long
+// to stage), once without.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_kernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
@@ -107,55 +157,177 @@ __global__ void __launch_bounds__(kThreads)
   for (int j0 = threadIdx.x * kN; j0 < V; j0 += blockDim.x * kN) {
     accumulate(m, s, load_pack(x + j0), j0, V);
   }
-  const float2 r = finish_row(m, s, losses, tgt < 0 ? 0.0f : to_f(x[tgt]), tgt);
+  const float2 r = finish_row(m, s, losses + blockIdx.x, tgt < 0 ? 0.0f : to_f(x[tgt]), tgt);
   if (!write_grad) return;
   for (int j0 = threadIdx.x * kN; j0 < Vp; j0 += blockDim.x * kN) {
     store_pack(x + j0, gradient(load_pack(x + j0), j0, V, tgt, r.x, r.y * dscale, dscale));
   }
 }
 
-// The same with the row staged in shared memory (Vp / kN packs), so it is read from device
-// memory once: a bf16 row of GPT-2's 50304 columns takes 98 KiB, two blocks per multiprocessor.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    cross_entropy_staged_kernel(T* logits, float* losses, const int32_t* targets, int V, int Vp,
-                                float dscale, bool write_grad) {
-  constexpr int kN = Pack<T>::kN;
-  extern __shared__ __align__(16) unsigned char staged[];
-  Pack<T>* row = reinterpret_cast<Pack<T>*>(staged);
-  T* x = logits + size_t(blockIdx.x) * Vp;
-  const int tgt = targets[blockIdx.x], packs = Vp / kN;
-  float m = -INFINITY, s = 0.0f;
-#pragma unroll 4
-  for (int q = threadIdx.x; q < packs; q += blockDim.x) {
-    Pack<T> p = load_pack(x + q * kN);
-    row[q] = p;  // read back below by this same thread only
-    accumulate(m, s, p, q * kN, V);
-  }
-  const float2 r = finish_row(m, s, losses, tgt < 0 ? 0.0f : to_f(x[tgt]), tgt);
-  if (!write_grad) return;
-  for (int q = threadIdx.x; q < packs; q += blockDim.x) {
-    store_pack(x + q * kN, gradient(row[q], q * kN, V, tgt, r.x, r.y * dscale, dscale));
+// 16 bytes from device memory into shared memory without passing through registers (cp.async,
+// sm_80 and later); both addresses 16-byte aligned.
+__device__ __forceinline__ void copy_async16(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d),
+               "l"(__cvta_generic_to_global(src))
+               : "memory");
+}
+__device__ __forceinline__ void commit_async() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most `pending` of this thread's newest copy groups are in flight (the count is
+// an immediate: above 7 it waits for a little more than it must).
+__device__ __forceinline__ void wait_async(int pending) {
+  switch (pending) {
+    case 0:
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+      break;
+    case 1:
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      break;
+    case 2:
+      asm volatile("cp.async.wait_group 2;" ::: "memory");
+      break;
+    case 3:
+      asm volatile("cp.async.wait_group 3;" ::: "memory");
+      break;
+    case 4:
+      asm volatile("cp.async.wait_group 4;" ::: "memory");
+      break;
+    case 5:
+      asm volatile("cp.async.wait_group 5;" ::: "memory");
+      break;
+    case 6:
+      asm volatile("cp.async.wait_group 6;" ::: "memory");
+      break;
+    default:
+      asm volatile("cp.async.wait_group 7;" ::: "memory");
+      break;
   }
 }
 
-// Staging pays while two blocks still fit a multiprocessor (228 KiB of shared memory on H100
-// and H200).
-constexpr size_t kMaxStagedBytes = 112 * 1024;
+// Starts the copy of a row into shared memory: pack q = threadIdx.x + r * blockDim.x is copied
+// by this thread in copy group r, one group per round (empty where q >= packs), so every thread
+// has `rounds` groups in flight afterwards.
+template <typename T>
+__device__ __forceinline__ void stage_row(Pack<T>* row, const T* x, int packs, int rounds) {
+  for (int r = 0; r < rounds; ++r) {
+    const int q = threadIdx.x + r * blockDim.x;
+    if (q < packs) copy_async16(row + q, x + q * Pack<T>::kN);
+    commit_async();
+  }
+}
+
+// The gradient with the row staged in shared memory, so it is read from device memory once.
+// Persistent: block b takes rows b, b + gridDim.x, ... Each thread only ever touches its own
+// packs of the staged row (the same q in the copy, the sums and the gradient), so the buffer
+// needs no barrier; once it has written the gradient of a pack it starts the copy of that pack
+// of its block's next row into the same slot, so the next row's read overlaps this row's writes.
+// The sums run in the same order as in cross_entropy_kernel: the same bits.
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2)
+    cross_entropy_staged_kernel(T* logits, float* losses, const int32_t* targets, int N, int V,
+                                int Vp, float dscale) {
+  constexpr int kN = Pack<T>::kN;
+  extern __shared__ __align__(16) unsigned char staged[];
+  Pack<T>* row = reinterpret_cast<Pack<T>*>(staged);
+  const int packs = Vp / kN, rounds = (packs + blockDim.x - 1) / blockDim.x;
+  stage_row(row, logits + size_t(blockIdx.x) * Vp, packs, rounds);  // the launch has <= N blocks
+  for (int n = blockIdx.x; n < N; n += gridDim.x) {
+    T* x = logits + size_t(n) * Vp;
+    const int tgt = targets[n];
+    // From device memory, loaded now and used after the sums: this row's values there are
+    // overwritten only below, after finish_row's barriers.
+    const float target_logit = threadIdx.x == 0 && tgt >= 0 ? to_f(x[tgt]) : 0.0f;
+    float m = -INFINITY, s = 0.0f;
+    for (int r = 0; r < rounds; ++r) {
+      wait_async(rounds - 1 - r);  // round r has landed
+      const int q = threadIdx.x + r * blockDim.x;
+      if (q < packs) {
+        const Pack<T> p = row[q];  // one 16-byte read, not one per element
+        accumulate(m, s, p, q * kN, V);
+      }
+    }
+    const float2 st = finish_row(m, s, losses + n, target_logit, tgt);
+    const T* next = n + gridDim.x < N ? x + size_t(gridDim.x) * Vp : nullptr;
+    for (int r = 0; r < rounds; ++r) {
+      const int q = threadIdx.x + r * blockDim.x;
+      if (q < packs) {
+        store_pack(x + q * kN, gradient(row[q], q * kN, V, tgt, st.x, st.y * dscale, dscale));
+        // The slot's old value is in the store above, which waited for it: safe to overwrite.
+        if (next != nullptr) copy_async16(row + q, next + q * kN);
+      }
+      commit_async();
+    }
+  }
+}
+
+// How the staged kernel runs for rows of row_bytes on the current device: 0 blocks per
+// multiprocessor where a row does not fit the device's shared memory per block (then the rows
+// are read twice). Worked out (and the kernel's shared-memory limit raised) once per device and
+// row size, in the first call, which the engine makes eagerly: not inside a graph capture.
+struct StagedLaunch {
+  int device = -1;
+  size_t row_bytes = 0;
+  int blocks_per_sm = 0;
+  int multiprocessors = 0;
+};
+
+template <typename T>
+StagedLaunch staged_launch(size_t row_bytes) {
+  static std::mutex mu;
+  static std::vector<StagedLaunch> known;  // one per device and row size seen: a handful
+  int dev = 0;
+  RY_CUDA(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  for (const StagedLaunch& k : known) {
+    if (k.device == dev && k.row_bytes == row_bytes) return k;
+  }
+  StagedLaunch l{dev, row_bytes, 0, 0};
+  int optin = 0;
+  RY_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  RY_CUDA(cudaDeviceGetAttribute(&l.multiprocessors, cudaDevAttrMultiProcessorCount, dev));
+  cudaFuncAttributes fa{};
+  RY_CUDA(cudaFuncGetAttributes(&fa, cross_entropy_staged_kernel<T>));
+  // The limit is the kernel's, not the launch's: raised to all the device allows, so that a
+  // launch for any row size seen before still may use its shared memory.
+  const size_t fits = size_t(optin) - fa.sharedSizeBytes;
+  if (row_bytes <= fits) {
+    RY_CUDA(cudaFuncSetAttribute(cross_entropy_staged_kernel<T>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(fits)));
+    RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &l.blocks_per_sm, cross_entropy_staged_kernel<T>, kThreads, row_bytes));
+  }
+  known.push_back(l);
+  return l;
+}
 
 }  // namespace
 
 template <typename T>
+bool cross_entropy_staged(int Vp) {
+  return staged_launch<T>(size_t(Vp) * sizeof(T)).blocks_per_sm > 0;
+}
+
+template <typename T>
 void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* targets, int N, int V,
                                     int Vp, float dscale, bool write_grad, cudaStream_t stream) {
+  if (Vp % Pack<T>::kN != 0 || reinterpret_cast<uintptr_t>(logits) % 16 != 0) {
+    throw std::invalid_argument("cross-entropy: logits rows of " + std::to_string(Vp) +
+                                " columns at " +
+                                std::to_string(reinterpret_cast<uintptr_t>(logits)) +
+                                " are not whole 16-byte packs on a 16-byte boundary: pad the"
+                                " vocabulary to a multiple of " +
+                                std::to_string(Pack<T>::kN) + " and align the buffer");
+  }
+  if (N <= 0) return;
   const size_t row_bytes = size_t(Vp) * sizeof(T);
-  if (row_bytes <= kMaxStagedBytes) {
-    if (row_bytes > 48 * 1024) {
-      RY_CUDA(cudaFuncSetAttribute(cross_entropy_staged_kernel<T>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes)));
-    }
+  // Without the gradient the plain kernel reads each row once already.
+  const StagedLaunch l = write_grad ? staged_launch<T>(row_bytes) : StagedLaunch{};
+  if (l.blocks_per_sm > 0) {
+    const int grid = std::min(N, l.blocks_per_sm * l.multiprocessors);
     cross_entropy_staged_kernel<T>
-        <<<N, kThreads, row_bytes, stream>>>(logits, losses, targets, V, Vp, dscale, write_grad);
+        <<<grid, kThreads, row_bytes, stream>>>(logits, losses, targets, N, V, Vp, dscale);
   } else {
     cross_entropy_kernel<T>
         <<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dscale, write_grad);
@@ -163,6 +335,8 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
   RY_CUDA_LAUNCHED();
 }
 
+template bool cross_entropy_staged<float>(int);
+template bool cross_entropy_staged<bf16>(int);
 template void cross_entropy_forward_backward<float>(float*, float*, const int32_t*, int, int, int,
                                                     float, bool, cudaStream_t);
 template void cross_entropy_forward_backward<bf16>(bf16*, float*, const int32_t*, int, int, int,
