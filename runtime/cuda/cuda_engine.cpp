@@ -379,17 +379,24 @@ void CudaEngine<T>::plan_memory() {
   size_t o_lnf = plan.add("lnf", NC * e);
   size_t o_lnfm = plan.add("lnf stats", N * f);
   size_t o_lnfr = plan.add("lnf stats", N * f);
-  // The logits live only inside loss_head, between forward and backward; the attention's
-  // workspace and these scratch buffers only inside forward and backward: one region for both.
+  // One region for buffers never live together (docs/gpu.md, "Memory"): the LM head's logits
+  // chunk lives only inside loss_head (after every layer's forward, before any layer's
+  // backward); the layer scratch only inside one layer's forward or backward. Within the layer
+  // scratch, cuDNN's workspace is used only inside its attention call, while d4 (fc's gradient,
+  // MLP backward) and dA (the projections' output, forward) are dead: they lie in its bytes.
+  // The built-in attention has no workspace and uses dA inside its backward.
+  const size_t d4_bytes = AllocationPlan::aligned(4 * NC * e);
+  const size_t mlp_scratch = d4_bytes + NC * e;
+  const std::vector<size_t> layer_scratch =
+      fused ? std::vector<size_t>{3 * NC * e, std::max(attn_ws, mlp_scratch)}
+            : std::vector<size_t>{3 * NC * e, mlp_scratch, NC * e, probs * e, 3 * NC * e};
   const auto overlaid =
       plan.add_overlaid("logits / attention workspace and scratch",
-                        {{std::min(N, kHeadRows) * size_t(Vp_) * e},
-                         {attn_ws, 3 * NC * e, 4 * NC * e, NC * e, fused ? 0 : NC * e,
-                          fused ? 0 : probs * e, fused ? 0 : 3 * NC * e}});
+                        {{std::min(N, kHeadRows) * size_t(Vp_) * e}, layer_scratch});
   const size_t o_logits = overlaid[0][0];
-  const size_t o_attn_ws = overlaid[1][0], o_qkv = overlaid[1][1], o_d4 = overlaid[1][2],
-               o_dA = overlaid[1][3], o_oh = overlaid[1][4], o_dprobs = overlaid[1][5],
-               o_dqkvp = overlaid[1][6];
+  const size_t o_qkv = overlaid[1][0], o_attn_ws = overlaid[1][1], o_d4 = overlaid[1][1],
+               o_dA = overlaid[1][1] + d4_bytes, o_oh = fused ? 0 : overlaid[1][2],
+               o_dprobs = fused ? 0 : overlaid[1][3], o_dqkvp = fused ? 0 : overlaid[1][4];
   size_t o_dB = plan.add("scratch: grad B", NC * e);
   size_t o_dresid = plan.add("scratch: residual grad", NC * e);
   size_t o_partials =
