@@ -847,6 +847,9 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   s.bias_correction2 = float(1.0 - std::pow(double(hp.beta2), double(adam_step_)));
   s.device_grad_scale = clip_scale_;
   T* compute_shard = kFp32 ? nullptr : compute_ + shard_begin_;
+  // A snapshot taken after the last step may still be copying the state (its weights cross PCIe
+  // during this step's forward and backward): the update waits for it, here, not the step.
+  snapshots_->order_state_write(stream_);
   adamw_update(master_ + shard_begin_, compute_shard, m_, v_, grads_ + shard_begin_, decay_,
                shard_size_, s, stream_);
   if (opts_.zero_stage == 1 && comm_.size() > 1) {
@@ -899,6 +902,7 @@ void CudaEngine<T>::load_state(const ModelState& in) {
                                 std::to_string(in.shard_end) + "), this rank needs [" +
                                 std::to_string(begin) + ", " + std::to_string(end) + ")");
   }
+  snapshots_->order_state_write(stream_);  // a snapshot's copy may still read the state
   RY_CUDA(cudaStreamSynchronize(stream_));
   RY_CUDA(cudaMemcpy(master_, in.params.data(), total_ * sizeof(float), cudaMemcpyHostToDevice));
   RY_CUDA(cudaMemset(m_, 0, shard_size_ * sizeof(float)));
