@@ -174,7 +174,7 @@ class CudaEngine final : public Engine {
 
   float *master_ = nullptr, *grads_ = nullptr, *m_ = nullptr, *v_ = nullptr;
   T* compute_ = nullptr;
-  uint8_t* decay_ = nullptr;
+  uint32_t* decay_ = nullptr;  // one bit per element of the shard
   bf16* reduce_scratch_ = nullptr;
   double* norm_acc_ = nullptr;
   float* clip_scale_ = nullptr;
@@ -309,7 +309,9 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
       if (i >= shard_begin_ && i < shard_begin_ + shard_size_) decay[i - shard_begin_] = 1;
     }
   }
-  RY_CUDA(cudaMemcpy(decay_, decay.data(), shard_size_, cudaMemcpyHostToDevice));
+  const std::vector<uint32_t> decay_bits = pack_decay_mask(decay);
+  RY_CUDA(cudaMemcpy(decay_, decay_bits.data(), decay_bits.size() * sizeof(uint32_t),
+                     cudaMemcpyHostToDevice));
   RY_CUDA(cudaMemsetAsync(m_, 0, shard_size_ * sizeof(float), stream_));
   RY_CUDA(cudaMemsetAsync(v_, 0, shard_size_ * sizeof(float), stream_));
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
@@ -358,7 +360,7 @@ void CudaEngine<T>::plan_memory() {
   size_t o_grads = plan.add("gradients (fp32)", padded_ * f);
   size_t o_m = plan.add("AdamW m", shard_size_ * f);
   size_t o_v = plan.add("AdamW v", shard_size_ * f);
-  size_t o_decay = plan.add("decay mask", shard_size_);
+  size_t o_decay = plan.add("decay mask", decay_mask_words(shard_size_) * sizeof(uint32_t));
   size_t o_compute = kFp32 ? 0 : plan.add("compute weights (bf16)", padded_ * e);
   size_t o_rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
   size_t o_norm = plan.add("norm accumulator", sizeof(double));
@@ -414,7 +416,7 @@ void CudaEngine<T>::plan_memory() {
   grads_ = mem_.as<float>(o_grads);
   m_ = mem_.as<float>(o_m);
   v_ = mem_.as<float>(o_v);
-  decay_ = mem_.as<uint8_t>(o_decay);
+  decay_ = mem_.as<uint32_t>(o_decay);
   if constexpr (kFp32) {
     compute_ = master_;
   } else {
