@@ -69,6 +69,7 @@ DeviceSnapshots::DeviceSnapshots(int device, const DeviceState& state, bool rese
   try {
     host_master_ = PinnedBuffer(host_bytes());
   } catch (const std::exception& e) {
+    (void)cudaGetLastError();  // not sticky: cleared, so the next launch check does not see it
     note_ = "ckpt snapshot: no page-locked host memory for the weights (needs " + gb(host_bytes()) +
             ": " + e.what() + "), periodic saves copy to the host inside the step (slower)";
     return;
