@@ -9,13 +9,12 @@ namespace railyard::cuda {
 size_t AllocationPlan::add(const std::string& name, size_t bytes) {
   size_t offset = total_;
   entries_.push_back({name, offset, bytes});
-  total_ += (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  total_ += aligned(bytes);
   return offset;
 }
 
 std::vector<std::vector<size_t>> AllocationPlan::add_overlaid(
     const std::string& name, const std::vector<std::vector<size_t>>& groups) {
-  auto aligned = [](size_t b) { return (b + kAlignBytes - 1) / kAlignBytes * kAlignBytes; };
   std::vector<std::vector<size_t>> rel(groups.size());
   size_t largest = 0;
   for (size_t g = 0; g < groups.size(); ++g) {

@@ -12,6 +12,10 @@ namespace railyard::cuda {
 class AllocationPlan {
  public:
   static constexpr size_t kAlignBytes = 256;
+  // What `bytes` takes in the plan (each buffer starts on a kAlignBytes boundary).
+  static size_t aligned(size_t bytes) {
+    return (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  }
 
   // Reserves `bytes` under `name` (for the report) and returns its byte offset.
   size_t add(const std::string& name, size_t bytes);

@@ -174,7 +174,7 @@ class CudaEngine final : public Engine {
 
   float *master_ = nullptr, *grads_ = nullptr, *m_ = nullptr, *v_ = nullptr;
   T* compute_ = nullptr;
-  uint8_t* decay_ = nullptr;
+  uint32_t* decay_ = nullptr;  // one bit per element of the shard
   bf16* reduce_scratch_ = nullptr;
   double* norm_acc_ = nullptr;
   float* clip_scale_ = nullptr;
@@ -309,7 +309,9 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
       if (i >= shard_begin_ && i < shard_begin_ + shard_size_) decay[i - shard_begin_] = 1;
     }
   }
-  RY_CUDA(cudaMemcpy(decay_, decay.data(), shard_size_, cudaMemcpyHostToDevice));
+  const std::vector<uint32_t> decay_bits = pack_decay_mask(decay);
+  RY_CUDA(cudaMemcpy(decay_, decay_bits.data(), decay_bits.size() * sizeof(uint32_t),
+                     cudaMemcpyHostToDevice));
   RY_CUDA(cudaMemsetAsync(m_, 0, shard_size_ * sizeof(float), stream_));
   RY_CUDA(cudaMemsetAsync(v_, 0, shard_size_ * sizeof(float), stream_));
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
@@ -358,7 +360,7 @@ void CudaEngine<T>::plan_memory() {
   size_t o_grads = plan.add("gradients (fp32)", padded_ * f);
   size_t o_m = plan.add("AdamW m", shard_size_ * f);
   size_t o_v = plan.add("AdamW v", shard_size_ * f);
-  size_t o_decay = plan.add("decay mask", shard_size_);
+  size_t o_decay = plan.add("decay mask", decay_mask_words(shard_size_) * sizeof(uint32_t));
   size_t o_compute = kFp32 ? 0 : plan.add("compute weights (bf16)", padded_ * e);
   size_t o_rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
   size_t o_norm = plan.add("norm accumulator", sizeof(double));
@@ -379,17 +381,24 @@ void CudaEngine<T>::plan_memory() {
   size_t o_lnf = plan.add("lnf", NC * e);
   size_t o_lnfm = plan.add("lnf stats", N * f);
   size_t o_lnfr = plan.add("lnf stats", N * f);
-  // The logits live only inside loss_head, between forward and backward; the attention's
-  // workspace and these scratch buffers only inside forward and backward: one region for both.
+  // One region for buffers never live together (docs/gpu.md, "Memory"): the LM head's logits
+  // chunk lives only inside loss_head (after every layer's forward, before any layer's
+  // backward); the layer scratch only inside one layer's forward or backward. Within the layer
+  // scratch, cuDNN's workspace is used only inside its attention call, while d4 (fc's gradient,
+  // MLP backward) and dA (the projections' output, forward) are dead: they lie in its bytes.
+  // The built-in attention has no workspace and uses dA inside its backward.
+  const size_t d4_bytes = AllocationPlan::aligned(4 * NC * e);
+  const size_t mlp_scratch = d4_bytes + NC * e;
+  const std::vector<size_t> layer_scratch =
+      fused ? std::vector<size_t>{3 * NC * e, std::max(attn_ws, mlp_scratch)}
+            : std::vector<size_t>{3 * NC * e, mlp_scratch, NC * e, probs * e, 3 * NC * e};
   const auto overlaid =
       plan.add_overlaid("logits / attention workspace and scratch",
-                        {{std::min(N, kHeadRows) * size_t(Vp_) * e},
-                         {attn_ws, 3 * NC * e, 4 * NC * e, NC * e, fused ? 0 : NC * e,
-                          fused ? 0 : probs * e, fused ? 0 : 3 * NC * e}});
+                        {{std::min(N, kHeadRows) * size_t(Vp_) * e}, layer_scratch});
   const size_t o_logits = overlaid[0][0];
-  const size_t o_attn_ws = overlaid[1][0], o_qkv = overlaid[1][1], o_d4 = overlaid[1][2],
-               o_dA = overlaid[1][3], o_oh = overlaid[1][4], o_dprobs = overlaid[1][5],
-               o_dqkvp = overlaid[1][6];
+  const size_t o_qkv = overlaid[1][0], o_attn_ws = overlaid[1][1], o_d4 = overlaid[1][1],
+               o_dA = overlaid[1][1] + d4_bytes, o_oh = fused ? 0 : overlaid[1][2],
+               o_dprobs = fused ? 0 : overlaid[1][3], o_dqkvp = fused ? 0 : overlaid[1][4];
   size_t o_dB = plan.add("scratch: grad B", NC * e);
   size_t o_dresid = plan.add("scratch: residual grad", NC * e);
   size_t o_partials =
@@ -407,7 +416,7 @@ void CudaEngine<T>::plan_memory() {
   grads_ = mem_.as<float>(o_grads);
   m_ = mem_.as<float>(o_m);
   v_ = mem_.as<float>(o_v);
-  decay_ = mem_.as<uint8_t>(o_decay);
+  decay_ = mem_.as<uint32_t>(o_decay);
   if constexpr (kFp32) {
     compute_ = master_;
   } else {
@@ -840,6 +849,9 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   s.bias_correction2 = float(1.0 - std::pow(double(hp.beta2), double(adam_step_)));
   s.device_grad_scale = clip_scale_;
   T* compute_shard = kFp32 ? nullptr : compute_ + shard_begin_;
+  // A snapshot taken after the last step may still be copying the state (its weights cross PCIe
+  // during this step's forward and backward): the update waits for it, here, not the step.
+  snapshots_->order_state_write(stream_);
   adamw_update(master_ + shard_begin_, compute_shard, m_, v_, grads_ + shard_begin_, decay_,
                shard_size_, s, stream_);
   if (opts_.zero_stage == 1 && comm_.size() > 1) {
@@ -892,6 +904,7 @@ void CudaEngine<T>::load_state(const ModelState& in) {
                                 std::to_string(in.shard_end) + "), this rank needs [" +
                                 std::to_string(begin) + ", " + std::to_string(end) + ")");
   }
+  snapshots_->order_state_write(stream_);  // a snapshot's copy may still read the state
   RY_CUDA(cudaStreamSynchronize(stream_));
   RY_CUDA(cudaMemcpy(master_, in.params.data(), total_ * sizeof(float), cudaMemcpyHostToDevice));
   RY_CUDA(cudaMemset(m_, 0, shard_size_ * sizeof(float)));

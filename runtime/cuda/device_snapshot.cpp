@@ -1,6 +1,8 @@
 #include "device_snapshot.hpp"
 
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <stdexcept>
 
 namespace railyard::cuda {
@@ -12,11 +14,13 @@ std::string gb(size_t bytes) {
   return s;
 }
 
-// The state at three device pointers, read through its owner's copy stream.
+// The state at three pointers (the weights possibly in page-locked host memory, filled by the
+// copy stream), read through its owner's copy stream.
 class DeviceStateSnapshot final : public StateSnapshot {
  public:
-  DeviceStateSnapshot(DeviceSnapshots& owner, const DeviceState& at, int64_t adam_step)
-      : owner_(owner), at_(at), adam_step_(adam_step) {}
+  DeviceStateSnapshot(DeviceSnapshots& owner, const DeviceState& at, bool master_on_host,
+                      int64_t adam_step)
+      : owner_(owner), at_(at), master_on_host_(master_on_host), adam_step_(adam_step) {}
 
   size_t total() const override { return at_.total; }
   size_t shard_begin() const override { return at_.shard_begin; }
@@ -25,6 +29,11 @@ class DeviceStateSnapshot final : public StateSnapshot {
 
   void copy_out(StateArray array, size_t begin, size_t count, float* dst) override {
     const size_t at = snapshot_offset(*this, array, begin, count);
+    if (array == StateArray::kParams && master_on_host_) {
+      owner_.wait_host_copy();
+      std::memcpy(dst, at_.master + at, count * sizeof(float));
+      return;
+    }
     const float* src = array == StateArray::kParams ? at_.master
                        : array == StateArray::kM    ? at_.m
                                                     : at_.v;
@@ -35,6 +44,7 @@ class DeviceStateSnapshot final : public StateSnapshot {
  private:
   DeviceSnapshots& owner_;
   DeviceState at_;
+  bool master_on_host_;
   int64_t adam_step_;
 };
 
@@ -49,17 +59,25 @@ DeviceSnapshots::DeviceSnapshots(int device, const DeviceState& state, bool rese
   if (!reserve) return;
   size_t free_b = 0, total_b = 0;
   RY_CUDA(cudaMemGetInfo(&free_b, &total_b));
-  if (bytes() + headroom > free_b) {
-    note_ = "ckpt snapshot: no room on the device (needs " + gb(bytes()) + ", " + gb(free_b) +
-            " free), periodic saves copy to the host inside the step (slower)";
+  if (device_bytes() + headroom > free_b) {
+    note_ = "ckpt snapshot: no room on the device (needs " + gb(device_bytes()) + ", " +
+            gb(free_b) + " free), periodic saves copy to the host inside the step (slower)";
     return;
   }
-  reserve_ = DeviceBuffer(bytes());
-  // Page-locked now: pinning on the writer thread during the first save could hold up the
-  // training thread's CUDA calls.
+  // Page-locked now, as the staging: pinning on the writer thread during the first save could
+  // hold up the training thread's CUDA calls.
+  try {
+    host_master_ = PinnedBuffer(host_bytes());
+  } catch (const std::exception& e) {
+    (void)cudaGetLastError();  // not sticky: cleared, so the next launch check does not see it
+    note_ = "ckpt snapshot: no page-locked host memory for the weights (needs " + gb(host_bytes()) +
+            ": " + e.what() + "), periodic saves copy to the host inside the step (slower)";
+    return;
+  }
+  reserve_ = DeviceBuffer(device_bytes());
   staging(kStagingBuffers, kStagingBytes);
-  note_ = "ckpt snapshot " + gb(bytes()) + " on device, " +
-          gb(kStagingBuffers * kStagingBytes) + " page-locked staging";
+  note_ = "ckpt snapshot " + gb(device_bytes()) + " on device + " + gb(host_bytes()) +
+          " page-locked host, " + gb(kStagingBuffers * kStagingBytes) + " page-locked staging";
 }
 
 DeviceSnapshots::~DeviceSnapshots() {
@@ -69,8 +87,12 @@ DeviceSnapshots::~DeviceSnapshots() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-size_t DeviceSnapshots::bytes() const {
-  return (state_.total + 2 * (state_.shard_end - state_.shard_begin)) * sizeof(float);
+size_t DeviceSnapshots::device_bytes() const {
+  return 2 * (state_.shard_end - state_.shard_begin) * sizeof(float);
+}
+
+size_t DeviceSnapshots::host_bytes() const {
+  return state_.total * sizeof(float);
 }
 
 std::shared_ptr<StateSnapshot> DeviceSnapshots::copy(cudaStream_t compute, int64_t adam_step) {
@@ -82,28 +104,38 @@ std::shared_ptr<StateSnapshot> DeviceSnapshots::copy(cudaStream_t compute, int64
   }
   const size_t n = state_.shard_end - state_.shard_begin;
   DeviceState at = state_;
-  at.master = reserve_.as<float>();
-  at.m = at.master + state_.total;
+  at.master = host_master_.as<float>();
+  at.m = reserve_.as<float>();
   at.v = at.m + n;
   RY_CUDA(cudaEventRecord(ready_, compute));
   RY_CUDA(cudaStreamWaitEvent(stream_, ready_, 0));
-  RY_CUDA(cudaMemcpyAsync(const_cast<float*>(at.master), state_.master,
-                          state_.total * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+  // The moments first: the writer starts on them (device-to-device, well under a millisecond)
+  // while the weights cross PCIe (10-20 ms) behind them on the same stream.
   RY_CUDA(cudaMemcpyAsync(const_cast<float*>(at.m), state_.m, n * sizeof(float),
                           cudaMemcpyDeviceToDevice, stream_));
   RY_CUDA(cudaMemcpyAsync(const_cast<float*>(at.v), state_.v, n * sizeof(float),
                           cudaMemcpyDeviceToDevice, stream_));
+  RY_CUDA(cudaMemcpyAsync(const_cast<float*>(at.master), state_.master, host_bytes(),
+                          cudaMemcpyDeviceToHost, stream_));
   RY_CUDA(cudaEventRecord(copied_, stream_));
-  // The next optimizer step must not overwrite the state before it is copied.
-  RY_CUDA(cudaStreamWaitEvent(compute, copied_, 0));
-  auto snap = std::make_shared<DeviceStateSnapshot>(*this, at, adam_step);
+  auto snap = std::make_shared<DeviceStateSnapshot>(*this, at, true, adam_step);
   live_ = snap;
   return snap;
 }
 
+void DeviceSnapshots::order_state_write(cudaStream_t compute) {
+  // An event never recorded counts as complete: no wait before the first copy().
+  RY_CUDA(cudaStreamWaitEvent(compute, copied_, 0));
+}
+
+void DeviceSnapshots::wait_host_copy() {
+  RY_CUDA(cudaSetDevice(device_));
+  RY_CUDA(cudaEventSynchronize(copied_));
+}
+
 std::shared_ptr<StateSnapshot> DeviceSnapshots::view(cudaStream_t compute, int64_t adam_step) {
   RY_CUDA(cudaStreamSynchronize(compute));
-  return std::make_shared<DeviceStateSnapshot>(*this, state_, adam_step);
+  return std::make_shared<DeviceStateSnapshot>(*this, state_, false, adam_step);
 }
 
 std::vector<float*> DeviceSnapshots::staging(size_t n, size_t bytes) {

@@ -26,3 +26,11 @@ TEST(AllocationPlan, OverlaidGroupsShareOneRegionOfTheLargestGroup) {
   EXPECT_EQ(plan.add("after", 1), base + 1280);
   EXPECT_NE(plan.summary().find("shared"), std::string::npos);
 }
+
+TEST(AllocationPlan, AlignedRoundsUpToTheBoundary) {
+  EXPECT_EQ(AllocationPlan::aligned(0), 0u);
+  EXPECT_EQ(AllocationPlan::aligned(1), AllocationPlan::kAlignBytes);
+  EXPECT_EQ(AllocationPlan::aligned(AllocationPlan::kAlignBytes), AllocationPlan::kAlignBytes);
+  EXPECT_EQ(AllocationPlan::aligned(AllocationPlan::kAlignBytes + 1),
+            2 * AllocationPlan::kAlignBytes);
+}

@@ -430,10 +430,12 @@ void check_adamw(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   const size_t n = 100003;
   DevArray<float> p(n), m(n), v(n), g(n);
   DevArray<T> pc(n);
-  DeviceBuffer mask(n);
   std::vector<uint8_t> hmask(n);
-  for (size_t i = 0; i < n; ++i) hmask[i] = (i / 1000) % 2;
-  RY_CUDA(cudaMemcpy(mask.as<uint8_t>(), hmask.data(), n, cudaMemcpyHostToDevice));
+  for (size_t i = 0; i < n; ++i) hmask[i] = (i / 1000) % 2;  // runs not aligned to 32-bit words
+  const std::vector<uint32_t> bits = cuda::pack_decay_mask(hmask);
+  DeviceBuffer mask(bits.size() * sizeof(uint32_t));
+  RY_CUDA(cudaMemcpy(mask.as<uint32_t>(), bits.data(), bits.size() * sizeof(uint32_t),
+                     cudaMemcpyHostToDevice));
   auto hp = to_float(p.upload(random_vec(rng, n)));
   auto hm = to_float(m.upload(random_vec(rng, n, 0.01f)));
   auto hv0 = random_vec(rng, n, 0.01f);
@@ -454,7 +456,7 @@ void check_adamw(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   st.bias_correction2 = float(1.0 - std::pow(double(hpp.beta2), double(step)));
   st.grad_scale = mult;
   cuda::adamw_update(p.ptr(), std::is_same_v<T, float> ? nullptr : pc.ptr(), m.ptr(), v.ptr(),
-                     g.ptr(), mask.as<uint8_t>(), n, st, s);
+                     g.ptr(), mask.as<uint32_t>(), n, st, s);
   for (size_t i = 0; i < n; i += 1000) {
     size_t len = std::min<size_t>(1000, n - i);
     adamw_update(hp.data() + i, hg.data() + i, hm.data() + i, hv.data() + i, len, hpp, lr, mult,
