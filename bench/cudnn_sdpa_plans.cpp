@@ -414,6 +414,7 @@ json Bench::engine_reference() {
   ref_bwd_ = snapshot(true, true);
   return {{"forward", timing_json(fwd)},
           {"backward", timing_json(bwd)},
+          {"plans", att.describe(s_)},  // the heuristic's first, or the pin table's
           {"workspace_bytes", ws_.bytes()}};
 }
 
@@ -672,9 +673,10 @@ int run(const Options& o) {
               CUDNN_FRONTEND_VERSION, o.shape.B, o.shape.T, o.shape.H, o.shape.hd);
   Bench bench(o);
   out["engine"] = bench.engine_reference();
-  std::printf("engine (CudnnAttention): forward %s us, backward %s us (median)\n",
+  std::printf("engine (CudnnAttention): forward %s us, backward %s us (median); %s\n",
               fmt(out["engine"]["forward"], "median_us", 1, "%.1f").c_str(),
-              fmt(out["engine"]["backward"], "median_us", 1, "%.1f").c_str());
+              fmt(out["engine"]["backward"], "median_us", 1, "%.1f").c_str(),
+              out["engine"]["plans"].get<std::string>().c_str());
   out["configs"] = json::array();
   int rc = 0;
   try {

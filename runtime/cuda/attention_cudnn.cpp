@@ -25,14 +25,27 @@ cudnnHandle_t as_handle(void* h) {
   return static_cast<cudnnHandle_t>(h);
 }
 
-// The heuristic's first plan that builds (mode A): a fixed choice for a given cuDNN, GPU and
-// shape, so runs agree bit for bit.
-std::shared_ptr<fe::graph::Graph> with_plan(std::shared_ptr<fe::graph::Graph> g, cudnnHandle_t h,
-                                            const char* what) {
-  check_fe(g->create_execution_plans({fe::HeurMode_t::A}), what);
-  check_fe(g->check_support(h), what);
-  check_fe(g->build_plans(h), what);
-  return g;
+// Index of the plan named `name` in the graph's list, or -1.
+int64_t index_of(const fe::graph::Graph& g, const std::string& name) {
+  for (int64_t i = 0; i < g.get_execution_plan_count(); ++i) {
+    std::string n;
+    if (g.get_plan_name_at_index(i, n).is_good() && n == name) return i;
+  }
+  return -1;
+}
+
+// Plans from heuristic mode A; builds the pinned one where it is in the list and builds, else the
+// heuristic's first plan that builds (build_plans' default). Either is a fixed choice for a given
+// cuDNN, GPU and shape, so runs agree bit for bit.
+SdpaPlanChoice build_plan(fe::graph::Graph& g, cudnnHandle_t h, const std::string& pinned,
+                          const char* what) {
+  check_fe(g.create_execution_plans({fe::HeurMode_t::A}), what);
+  check_fe(g.check_support(h), what);
+  const int64_t at = pinned.empty() ? -1 : index_of(g, pinned);
+  if (at < 0 || g.build_plan_at_index(at).is_bad()) check_fe(g.build_plans(h), what);
+  SdpaPlanChoice c{"", pinned};
+  check_fe(g.get_plan_name(c.built), what);
+  return c;
 }
 
 size_t workspace_of(const fe::graph::Graph& g) {
@@ -43,12 +56,24 @@ size_t workspace_of(const fe::graph::Graph& g) {
 
 }  // namespace
 
+std::string SdpaPlanChoice::describe() const {
+  if (pinned.empty()) return built;
+  if (built == pinned) return built + " pinned";
+  return built + " (pinned " + pinned + " not built)";
+}
+
 struct CudnnAttention::Graphs {
   std::shared_ptr<fe::graph::Graph> fwd, bwd;
+  SdpaPlanChoice fwd_plan, bwd_plan;
   size_t workspace = 0;
 };
 
 CudnnAttention::CudnnAttention() {
+  int device = 0, major = 0, minor = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  RY_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  sm_ = major * 10 + minor;
   cudnnHandle_t h = nullptr;
   check_cudnn(cudnnCreate(&h), "cudnnCreate");
   handle_ = h;
@@ -68,15 +93,33 @@ CudnnAttention::Graphs& CudnnAttention::graphs_for(const AttentionShape& s) {
   auto it = graphs_.find(key);
   if (it != graphs_.end()) return *it->second;
   auto g = std::make_unique<Graphs>();
-  g->fwd = with_plan(forward_graph(as_handle(handle_), s), as_handle(handle_), "forward graph");
-  g->bwd =
-      with_plan(backward_graph(as_handle(handle_), s, true), as_handle(handle_), "backward graph");
+  cudnnHandle_t h = as_handle(handle_);
+  g->fwd = forward_graph(h, s);
+  g->fwd_plan =
+      build_plan(*g->fwd, h, pinned_sdpa_plan(plan_key(s, SdpaGraph::kForward)), "forward graph");
+  g->bwd = backward_graph(h, s, true);
+  g->bwd_plan =
+      build_plan(*g->bwd, h, pinned_sdpa_plan(plan_key(s, SdpaGraph::kBackward)), "backward graph");
   g->workspace = std::max(workspace_of(*g->fwd), workspace_of(*g->bwd));
   return *graphs_.emplace(key, std::move(g)).first->second;
 }
 
 size_t CudnnAttention::prepare(const AttentionShape& s) {
   return graphs_for(s).workspace;
+}
+
+SdpaPlanKey CudnnAttention::plan_key(const AttentionShape& s, SdpaGraph graph) const {
+  return SdpaPlanKey{sm_, int(cudnnGetVersion()), s, graph};
+}
+
+const SdpaPlanChoice& CudnnAttention::plan(const AttentionShape& s, SdpaGraph graph) {
+  Graphs& g = graphs_for(s);
+  return graph == SdpaGraph::kForward ? g.fwd_plan : g.bwd_plan;
+}
+
+std::string CudnnAttention::describe(const AttentionShape& s) {
+  return "fwd " + plan(s, SdpaGraph::kForward).describe() + ", bwd " +
+         plan(s, SdpaGraph::kBackward).describe();
 }
 
 void CudnnAttention::set_workspace(void* ptr, size_t bytes) {

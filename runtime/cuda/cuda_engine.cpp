@@ -133,6 +133,8 @@ class CudaEngine final : public Engine {
   void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
   void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
   bool fused_attention() const;
+  // " attention:built-in", or " attention:cudnn(fwd <plan>, bwd <plan>)" at the planned shape.
+  std::string attention_description() const;
   // Picks the attention (cuDNN's fused one for bf16 where built and supported) and returns the
   // workspace bytes it needs at the planned shape.
   size_t choose_attention();
@@ -292,7 +294,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>();
   plan_memory();
-  describe_ += fused_attention() ? " attention:cudnn" : " attention:built-in";
+  describe_ += attention_description();
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
   graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs);
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
@@ -623,6 +625,16 @@ bool CudaEngine<T>::fused_attention() const {
 #else
   return false;
 #endif
+}
+
+template <typename T>
+std::string CudaEngine<T>::attention_description() const {
+#if RAILYARD_HAVE_CUDNN
+  if (fused_) {
+    return " attention:cudnn(" + fused_->describe(AttentionShape{Bmax_, Tmax_, H_, C_ / H_}) + ")";
+  }
+#endif
+  return " attention:built-in";
 }
 
 template <typename T>

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "adamw_kernels.hpp"
@@ -377,6 +378,40 @@ void check_cudnn_attention(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   attn.backward(dqkv.ptr(), dout.ptr(), out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
   r.same_bits("bf16 cudnn attention backward, twice", dqkv.download(), first);
 }
+
+// The forward at GPT-2 124M's training shape (micro-batch 16, seq 1024), where the plan pin
+// table has an entry (H200, cuDNN 9.14): the plan the table names must be the one built, and
+// it must match float64 (batch 0, to keep the reference cheap) and repeat its bits.
+void check_cudnn_attention_pinned(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  using T = cuda::bf16;
+  const int Bp = 16, Tp = 1024, Cp = 768, Hp = 12;
+  cuda::AttentionShape sh{Bp, Tp, Hp, Cp / Hp};
+  DevArray<T> qkv(size_t(Bp) * Tp * 3 * Cp), out(size_t(Bp) * Tp * Cp);
+  DevArray<float> stats(cuda::CudnnAttention::stats_elems(sh));
+  cuda::CudnnAttention attn;
+  DeviceBuffer ws(attn.prepare(sh));
+  attn.set_workspace(ws.as<void>(), ws.bytes());
+  const cuda::SdpaPlanKey key = attn.plan_key(sh, cuda::SdpaGraph::kForward);
+  const cuda::SdpaPlanChoice& plan = attn.plan(sh, cuda::SdpaGraph::kForward);
+  std::printf("     cudnn attention at B=16 T=1024: sm_%d cuDNN %d: %s\n", key.sm,
+              key.cudnn_version, attn.describe(sh).c_str());
+  const std::string want = cuda::pinned_sdpa_plan(key);
+  if (!want.empty() && plan.built != want) {
+    r.fail("cudnn attention forward: pinned plan " + want + " not built (built " + plan.built +
+           ")");
+  }
+  auto hqkv = qkv.upload(random_vec(rng, qkv.n));
+  out.poison();
+  attn.forward(out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
+  auto first = out.download();
+  std::vector<double> ro(size_t(Tp) * Cp), ratt(size_t(Hp) * Tp * Tp);
+  cpu::attention_forward<double>(ro.data(), ratt.data(), hqkv.data(), 1, Tp, Cp, Hp);
+  r.check("bf16 cudnn attention forward, B=16 T=1024",
+          std::vector<double>(first.begin(), first.begin() + ro.size()), ro, 1e-2);
+  out.poison();
+  attn.forward(out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
+  r.same_bits("bf16 cudnn attention forward, B=16 T=1024 twice", out.download(), first);
+}
 #endif
 
 // rows x Vp logits: staged in shared memory where a row fits (then blocks take several rows when
@@ -525,6 +560,7 @@ int main() {
     check_grad_norm(r, rng, s);
 #if RAILYARD_HAVE_CUDNN
     check_cudnn_attention(r, rng, s);
+    check_cudnn_attention_pinned(r, rng, s);
 #endif
     return r.exit_code();
   } catch (const std::exception& e) {
