@@ -38,6 +38,7 @@
 #include "dtype.hpp"
 #include "fixed_order_sum.hpp"
 #include "gelu_kernels.hpp"
+#include "gemm_algo_json.hpp"
 #include "gemm_epilogue_kernels.hpp"
 #include "matmul_cublaslt.hpp"
 #include "railyard/splitmix64.hpp"
@@ -46,6 +47,7 @@ using railyard::cuda::bf16;
 using railyard::cuda::DeviceBuffer;
 using railyard::cuda::Matmul;
 using json = nlohmann::json;
+using railyard::bench::describe;
 
 namespace {
 
@@ -163,56 +165,6 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
 }
 
 // ---- cuBLASLt algorithm descriptions ---------------------------------------------------------
-
-// One attribute of an algorithm's configuration, whatever its width (int32, uint32, uint16);
-// -1 where this cuBLASLt cannot say (a description is no reason to stop the bench).
-int64_t algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t a) {
-  size_t size = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS ||
-      size == 0 || size > sizeof(uint64_t)) {
-    return -1;
-  }
-  uint64_t v = 0;  // little-endian: the low bytes hold the value
-  size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &v, size, &written) != CUBLAS_STATUS_SUCCESS) {
-    return -1;
-  }
-  return static_cast<int64_t>(v);
-}
-
-const char* reduction_name(int64_t scheme) {
-  switch (scheme) {
-    case CUBLASLT_REDUCTION_SCHEME_NONE:
-      return "none";
-    case CUBLASLT_REDUCTION_SCHEME_INPLACE:
-      return "inplace";
-    case CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE:
-      return "compute_type";
-    case CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE:
-      return "output_type";
-    case -1:
-      return "unknown";
-    default:
-      return "other";
-  }
-}
-
-// Tile, stages, inner and cluster shapes are cuBLASLt's enum values (cublasLt.h:
-// cublasLtMatmulTile_t, cublasLtMatmulStages_t, ...): the kernel's name itself comes from ncu.
-json describe(const cublasLtMatmulHeuristicResult_t& r) {
-  const auto& a = r.algo;
-  return {{"algo_id", algo_config(a, CUBLASLT_ALGO_CONFIG_ID)},
-          {"tile_id", algo_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID)},
-          {"stages_id", algo_config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID)},
-          {"splitk", algo_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)},
-          {"reduction", reduction_name(algo_config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME))},
-          {"swizzle", algo_config(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)},
-          {"custom_option", algo_config(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION)},
-          {"inner_shape_id", algo_config(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID)},
-          {"cluster_shape_id", algo_config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)},
-          {"workspace_bytes", r.workspaceSize},
-          {"waves", r.wavesCount}};
-}
 
 std::string algo_line(const json& a) {
   if (a.is_null()) return "";

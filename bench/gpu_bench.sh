@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
-#                                        gemm sdpa
+#                                        gemm sdpa gemmsurvey
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -24,7 +24,7 @@ keep() {
   for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt \
     hf_check.log ckpt-gpu.json ckpt-gpu.log gemm-epilogue.json gemm.log gemm-kernels.txt \
     gemm-once.json sdpa-plans.json sdpa-plans.log sdpa-plans-torch-cudnn.json \
-    sdpa-plans-torch-cudnn.log; do
+    sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -71,6 +71,7 @@ if has build; then
   # The plan bench (one long frontend unit) compiles beside the rest when the sdpa stage follows.
   extra=""
   has sdpa && grep -q "cuDNN attention: ON" "$W/cmake.log" && extra=cudnn_sdpa_plans
+  has gemmsurvey && extra="$extra gemm_step_survey"
   ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check $extra \
     > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
   log build done
@@ -268,6 +269,23 @@ PY
   [ -s "$W/sdpa-plans-torch-cudnn.json" ] && stamp_result sdpa-plans-torch-cudnn.json
 }
 if has sdpa; then stage_sdpa; fi
+
+# Every cuBLASLt product of one training step with each of the heuristic's candidates (issue 12,
+# bench/gemm_step_survey.cpp): time, repeatable bits, difference from the heuristic's first, and
+# the pick per product by a fixed rule (what runtime/cuda's pin table takes). Bounded to 140 s
+# of surveying; the table to gemm-survey.log, JSON to gemm-survey.json.
+stage_gemmsurvey() {
+  log "gemmsurvey: gemm_step_survey (B=16 T=1024 C=768 V=50304, head chunks of 4096)"
+  ninja -C "$BUILD" -j16 gemm_step_survey > "$W/build-gemmsurvey.log" 2>&1 \
+    || { grep -E "error|FAILED" "$W/build-gemmsurvey.log" | head -30; return 1; }
+  local t0=$SECONDS
+  timeout 200 "$BUILD/bench/gemm_step_survey" --warmup 3 --reps 20 --candidates 32 \
+    --max-seconds 140 --json "$W/gemm-survey.json" 2>&1 | tee "$W/gemm-survey.log"
+  log "gemmsurvey: took $((SECONDS - t0)) s"
+  [ -s "$W/gemm-survey.json" ] && stamp_result gemm-survey.json
+  return 0
+}
+if has gemmsurvey; then stage_gemmsurvey; fi
 
 # The summary and gpu-1x.json only where a stage that trains ran: a checkpoint- or plan-only call
 # must not replace the recorded result file with an empty one.

@@ -1,7 +1,9 @@
 #include "matmul_cublaslt.hpp"
 
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace railyard::cuda {
 
@@ -99,8 +101,17 @@ Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
                       c.stride_b);
   p->ld = make_layout(c.d_type, c.m, c.n, c.ldd, c.batch, c.stride_d);
 
+  p->algo = heuristic(*p, c, 1).front().algo;
+  return *plans_.emplace(key, std::move(p)).first->second;
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> Matmul::heuristic(const Plan& p, const GemmCall& c,
+                                                               int count) const {
   cublasLtMatmulPreference_t pref = nullptr;
   RY_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                  decltype(&cublasLtMatmulPreferenceDestroy)>
+      owned(pref, &cublasLtMatmulPreferenceDestroy);
   uint64_t ws = workspace_.bytes();
   RY_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                  &ws, sizeof(ws)));
@@ -116,22 +127,35 @@ Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
   uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
   RY_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                  &schemes, sizeof(schemes)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
   int found = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->la, p->lb, p->ld, p->ld,
-                                                     pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.la, p.lb, p.ld, p.ld, pref,
+                                                     count, results.data(), &found);
+  results.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(found) : 0);
+  std::erase_if(results, [](const auto& r) { return r.state != CUBLAS_STATUS_SUCCESS; });
+  if (results.empty()) {
     throw std::runtime_error("cuBLASLt found no algorithm for a " + std::to_string(c.m) + "x" +
                              std::to_string(c.n) + "x" + std::to_string(c.k) + " product (batch " +
-                             std::to_string(c.batch) + ")");
+                             std::to_string(c.batch) + "): " + cublasLtGetStatusName(st));
   }
-  p->algo = result.algo;
-  return *plans_.emplace(key, std::move(p)).first->second;
+  return results;
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> Matmul::candidates(const GemmCall& c, int count) {
+  return heuristic(plan_for(c), c, count);
 }
 
 void Matmul::gemm(const GemmCall& c, cudaStream_t stream) {
   Plan& p = plan_for(c);
+  launch(c, p, p.algo, stream);
+}
+
+void Matmul::gemm_with(const GemmCall& c, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream) {
+  launch(c, plan_for(c), algo, stream);
+}
+
+void Matmul::launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo,
+                    cudaStream_t stream) {
   if (c.bias != nullptr) {
     RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias,
                                              sizeof(c.bias)));
@@ -141,13 +165,18 @@ void Matmul::gemm(const GemmCall& c, cudaStream_t stream) {
                                              &c.aux, sizeof(c.aux)));
   }
   RY_CUBLAS(cublasLtMatmul(handle_, p.op, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, c.d, p.ld, c.d,
-                           p.ld, &p.algo, workspace_.as<void>(), workspace_.bytes(), stream));
+                           p.ld, &algo, workspace_.as<void>(), workspace_.bytes(), stream));
 }
 
 // Row-major M[r, c] is column-major M^T with leading dimension c; each product below is the
 // transposed identity of the row-major one it computes.
 void Matmul::linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I,
                             int O, cudaDataType_t t, cudaStream_t stream, void* gelu_pre) {
+  gemm(forward_call(y, x, w, bias, N, I, O, t, gelu_pre), stream);
+}
+
+GemmCall Matmul::forward_call(void* y, const void* x, const void* w, const void* bias, int N, int I,
+                              int O, cudaDataType_t t, void* gelu_pre) {
   GemmCall c;  // Y^T[O,N] = W[O,I] X^T[I,N]
   c.trans_a = true;
   c.m = O, c.n = N, c.k = I;
@@ -160,12 +189,17 @@ void Matmul::linear_forward(void* y, const void* x, const void* w, const void* b
     c.gelu = GeluEpilogue::kForward;
     c.aux = gelu_pre;
   }
-  gemm(c, stream);
+  return c;
 }
 
 void Matmul::linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
                                    cudaDataType_t t, bool accumulate, cudaStream_t stream,
                                    const void* gelu_pre) {
+  gemm(backward_input_call(dx, dy, w, N, I, O, t, accumulate, gelu_pre), stream);
+}
+
+GemmCall Matmul::backward_input_call(void* dx, const void* dy, const void* w, int N, int I, int O,
+                                     cudaDataType_t t, bool accumulate, const void* gelu_pre) {
   GemmCall c;  // dX^T[I,N] = W^T[I,O] dY^T[O,N]
   c.m = I, c.n = N, c.k = O;
   c.a = w, c.lda = I;
@@ -178,11 +212,16 @@ void Matmul::linear_backward_input(void* dx, const void* dy, const void* w, int 
     c.gelu = GeluEpilogue::kBackward;
     c.aux = gelu_pre;
   }
-  gemm(c, stream);
+  return c;
 }
 
 void Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
                                     cudaDataType_t t, bool accumulate, cudaStream_t stream) {
+  gemm(backward_weight_call(dw, dy, x, N, I, O, t, accumulate), stream);
+}
+
+GemmCall Matmul::backward_weight_call(float* dw, const void* dy, const void* x, int N, int I, int O,
+                                      cudaDataType_t t, bool accumulate) {
   GemmCall c;  // dW^T[I,O] (+)= X^T[I,N] dY[N,O]
   c.trans_b = true;
   c.m = I, c.n = O, c.k = N;
@@ -191,7 +230,7 @@ void Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, in
   c.d = dw, c.ldd = I;
   c.ab_type = t, c.d_type = CUDA_R_32F;
   c.beta = accumulate ? 1.0f : 0.0f;
-  gemm(c, stream);
+  return c;
 }
 
 }  // namespace railyard::cuda

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "device_buffer.hpp"
 
@@ -51,6 +52,23 @@ class Matmul {
 
   void gemm(const GemmCall& c, cudaStream_t stream);
 
+  // For benches that survey algorithms (bench/gemm_step_survey.cpp): up to `count` of the
+  // heuristic's candidates for `c`, best first, asked exactly as gemm() asks for its one (same
+  // descriptors, preferences, fixed-order reductions only, this workspace); and `c` run with
+  // one of them instead of the plan's own.
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(const GemmCall& c, int count);
+  void gemm_with(const GemmCall& c, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
+  size_t workspace_bytes() const { return workspace_.bytes(); }
+
+  // The GemmCall each linear_* below issues (pointers included), for the same benches.
+  static GemmCall forward_call(void* y, const void* x, const void* w, const void* bias, int N,
+                               int I, int O, cudaDataType_t t, void* gelu_pre = nullptr);
+  static GemmCall backward_input_call(void* dx, const void* dy, const void* w, int N, int I, int O,
+                                      cudaDataType_t t, bool accumulate,
+                                      const void* gelu_pre = nullptr);
+  static GemmCall backward_weight_call(float* dw, const void* dy, const void* x, int N, int I,
+                                       int O, cudaDataType_t t, bool accumulate);
+
   // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]); X, W, Y, bias of type `t`. With gelu_pre, Y is
   // GELU of that and gelu_pre [N,O] receives the value before GELU (bias required).
   void linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I, int O,
@@ -69,6 +87,9 @@ class Matmul {
   using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, int, bool, bool, int,
                          int64_t, int64_t, int64_t>;
   Plan& plan_for(const GemmCall& c);
+  std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Plan& p, const GemmCall& c,
+                                                         int count) const;
+  void launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

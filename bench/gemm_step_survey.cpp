@@ -1,0 +1,483 @@
+// Every distinct cuBLASLt product of one GPT-2 training step on the GPU (issue 12), each built
+// exactly as the engine's Matmul builds it (runtime/cuda/matmul_cublaslt.cpp: same descriptors,
+// preferences, fixed-order split-K only, workspace), with each of the heuristic's candidates
+// (up to --candidates) timed and checked: median and minimum of --reps launches after --warmup
+// (CUDA events), the same bits in three runs with the outputs poisoned (NaN) between them
+// (products with beta != 0 get their initial D back instead), and the largest difference from
+// the heuristic's first candidate (max |d| / max |first|). Per product the pick, by a fixed rule:
+// the fastest candidate with the same bits every run, within --max-diff of the first and at
+// least 3% faster than it; else the first. Then the step's time in products, first vs picks
+// (each product times its calls per step). The picks are what runtime/cuda's pin table takes.
+//
+//   gemm_step_survey [--batch 16 --seq 1024 --dim 768 --vocab 50304 --layers 12
+//                     --head-chunk 4096] [--warmup 3 --reps 20 --candidates 32]
+//                    [--max-seconds 140] [--json FILE]
+// --vocab is the padded vocabulary the LM head's products use. --max-seconds bounds the whole
+// survey: each product gets an equal share of what is left, its candidates surveyed in the
+// heuristic's order until the share is spent (the JSON says how many were).
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "device_buffer.hpp"
+#include "gemm_algo_json.hpp"
+#include "gemm_survey_kernels.hpp"
+#include "matmul_cublaslt.hpp"
+
+using railyard::cuda::DeviceBuffer;
+using railyard::cuda::GemmCall;
+using railyard::cuda::Matmul;
+using json = nlohmann::json;
+using railyard::bench::describe;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: gemm_step_survey [--batch 16 --seq 1024 --dim 768 --vocab 50304 --layers 12\n"
+    "                         --head-chunk 4096] [--warmup 3 --reps 20 --candidates 32]\n"
+    "                        [--max-seconds 140] [--max-diff 0.01] [--json FILE]\n"
+    "Times every cuBLASLt product of one GPT-2 training step with each heuristic candidate,\n"
+    "checks same bits over three runs, and picks per product by a fixed rule.\n";
+
+struct Options {
+  int batch = 16, seq = 1024, dim = 768, vocab = 50304, layers = 12, head_chunk = 4096;
+  int warmup = 3, reps = 20, candidates = 32, max_seconds = 140;
+  double max_diff = 1e-2;
+  std::string json;
+};
+
+int positive(const std::string& flag, const char* value) {
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || v <= 0 || v > (1 << 24)) {
+    throw std::invalid_argument(flag + " " + value + ": expected a positive integer");
+  }
+  return static_cast<int>(v);
+}
+
+void check(const Options& o) {
+  if (o.candidates > 32) {
+    throw std::invalid_argument("--candidates " + std::to_string(o.candidates) + ": at most 32");
+  }
+  if (o.dim % 8 != 0 || o.vocab % 8 != 0) {
+    throw std::invalid_argument("--dim " + std::to_string(o.dim) + " --vocab " +
+                                std::to_string(o.vocab) +
+                                ": both must be multiples of 8 (16-byte rows of bf16)");
+  }
+  const int64_t rows = int64_t(o.batch) * o.seq;
+  if (rows * 4 * o.dim > (int64_t(1) << 31) ||
+      int64_t(std::min<int64_t>(o.head_chunk, rows)) * o.vocab > (int64_t(1) << 31)) {
+    throw std::invalid_argument(
+        "--batch/--seq/--dim/--vocab/--head-chunk: a product with more "
+        "than 2^31 outputs; use smaller shapes");
+  }
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value\n" + kUsage);
+      return argv[++i];
+    };
+    int* field = a == "--batch"         ? &o.batch
+                 : a == "--seq"         ? &o.seq
+                 : a == "--dim"         ? &o.dim
+                 : a == "--vocab"       ? &o.vocab
+                 : a == "--layers"      ? &o.layers
+                 : a == "--head-chunk"  ? &o.head_chunk
+                 : a == "--warmup"      ? &o.warmup
+                 : a == "--reps"        ? &o.reps
+                 : a == "--candidates"  ? &o.candidates
+                 : a == "--max-seconds" ? &o.max_seconds
+                                        : nullptr;
+    if (field != nullptr) {
+      *field = positive(a, next());
+    } else if (a == "--max-diff") {
+      const char* v = next();
+      char* end = nullptr;
+      o.max_diff = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(o.max_diff >= 0 && o.max_diff < 1)) {
+        throw std::invalid_argument(a + " " + v + ": expected a number in [0, 1)");
+      }
+    } else if (a == "--json") {
+      o.json = next();
+    } else {
+      throw std::invalid_argument("unknown option " + a + "\n" + kUsage);
+    }
+  }
+  check(o);
+  return o;
+}
+
+// ---- the step's products ---------------------------------------------------------------------
+
+enum class Kind { kForward, kForwardGelu, kBackwardInput, kBackwardInputDgelu, kBackwardWeight };
+
+// One product as a linear_* call of the engine makes it: rows N, in I, out O.
+struct ProductSpec {
+  std::string name;
+  Kind kind;
+  int N, I, O;
+  bool bias = false, accumulate = false;
+  int calls = 0;  // per training step (0: only with gradient accumulation)
+};
+
+// What runtime/cuda/cuda_engine.cpp issues in one step (forward, loss_head, backward) with
+// the fused (cuDNN) attention: the unfused fallback's batched products are not part of it.
+std::vector<ProductSpec> step_products(const Options& o) {
+  const int N = o.batch * o.seq, C = o.dim, L = o.layers;
+  std::vector<ProductSpec> p = {
+      {"qkv forward bias", Kind::kForward, N, C, 3 * C, true, false, L},
+      {"attn-proj forward bias", Kind::kForward, N, C, C, true, false, L},
+      {"fc1 forward gelu_aux", Kind::kForwardGelu, N, C, 4 * C, true, false, L},
+      {"fc2 forward bias", Kind::kForward, N, 4 * C, C, true, false, L},
+      {"fc2 backward-input dgelu", Kind::kBackwardInputDgelu, N, 4 * C, C, false, false, L},
+      {"fc2 backward-weight =", Kind::kBackwardWeight, N, 4 * C, C, false, false, L},
+      {"fc1 backward-input", Kind::kBackwardInput, N, C, 4 * C, false, false, L},
+      {"fc1 backward-weight =", Kind::kBackwardWeight, N, C, 4 * C, false, false, L},
+      {"attn-proj backward-input", Kind::kBackwardInput, N, C, C, false, false, L},
+      {"attn-proj backward-weight =", Kind::kBackwardWeight, N, C, C, false, false, L},
+      {"qkv backward-input", Kind::kBackwardInput, N, C, 3 * C, false, false, L},
+      {"qkv backward-weight =", Kind::kBackwardWeight, N, C, 3 * C, false, false, L},
+      {"fc2 backward-weight += (grad accumulation)", Kind::kBackwardWeight, N, 4 * C, C, false,
+       true, 0},
+      {"fc1 backward-weight += (grad accumulation)", Kind::kBackwardWeight, N, C, 4 * C, false,
+       true, 0},
+      {"attn-proj backward-weight += (grad accumulation)", Kind::kBackwardWeight, N, C, C, false,
+       true, 0},
+      {"qkv backward-weight += (grad accumulation)", Kind::kBackwardWeight, N, C, 3 * C, false,
+       true, 0},
+  };
+  // The LM head in chunks of --head-chunk rows; the weight gradient of the first chunk is
+  // "=" (without gradient accumulation), of the others "+=".
+  std::vector<int> rows;
+  for (int r0 = 0; r0 < N; r0 += o.head_chunk) rows.push_back(std::min(N - r0, o.head_chunk));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int R = rows[i];
+    const std::string r = " (" + std::to_string(R) + " rows)";
+    auto same_rows = [&](const ProductSpec& s) { return s.N == R && s.O == o.vocab; };
+    if (std::find_if(p.begin(), p.end(), same_rows) == p.end()) {
+      p.push_back({"lm-head forward" + r, Kind::kForward, R, C, o.vocab, false, false, 0});
+      p.push_back({"lm-head backward-input" + r, Kind::kBackwardInput, R, C, o.vocab});
+      p.push_back({"lm-head backward-weight =" + r, Kind::kBackwardWeight, R, C, o.vocab});
+      p.push_back(
+          {"lm-head backward-weight +=" + r, Kind::kBackwardWeight, R, C, o.vocab, false, true, 0});
+    }
+    for (auto& s : p) {
+      if (!same_rows(s)) continue;
+      const bool weight = s.kind == Kind::kBackwardWeight;
+      if (!weight || s.accumulate == (i > 0)) ++s.calls;
+    }
+  }
+  return p;
+}
+
+// Operands of one product on the device, filled with fixed random values.
+struct Operands {
+  GemmCall call;
+  std::vector<DeviceBuffer> owned;
+  struct Out {
+    void* ptr;
+    size_t n;
+    bool bf16;
+  };
+  std::vector<Out> outputs;    // what the product writes
+  const void* init = nullptr;  // D's starting values where beta != 0
+  double flops = 0;
+};
+
+void* buffer(Operands& ops, size_t n, bool bf16, float scale, uint64_t seed) {
+  ops.owned.emplace_back(n * (bf16 ? 2 : 4));
+  void* p = ops.owned.back().as<void>();
+  if (scale > 0) railyard::bench::fill_uniform(p, n, bf16, scale, seed, nullptr);
+  return p;
+}
+
+Operands operands(const ProductSpec& s) {
+  Operands ops;
+  ops.owned.reserve(8);  // pointers into owned stay valid
+  const size_t N = s.N, I = s.I, O = s.O;
+  const cudaDataType_t t = CUDA_R_16BF;
+  ops.flops = 2.0 * double(N) * double(I) * double(O);
+  const void* w = buffer(ops, O * I, true, 0.05f, 2);
+  if (s.kind == Kind::kForward || s.kind == Kind::kForwardGelu) {
+    const void* x = buffer(ops, N * I, true, 1.0f, 1);
+    const void* bias = s.bias ? buffer(ops, O, true, 0.1f, 3) : nullptr;
+    void* y = buffer(ops, N * O, true, 0, 0);
+    ops.outputs.push_back({y, N * O, true});
+    void* pre = nullptr;
+    if (s.kind == Kind::kForwardGelu) {
+      pre = buffer(ops, N * O, true, 0, 0);
+      ops.outputs.push_back({pre, N * O, true});
+    }
+    ops.call = Matmul::forward_call(y, x, w, bias, s.N, s.I, s.O, t, pre);
+  } else if (s.kind == Kind::kBackwardWeight) {
+    const void* dy = buffer(ops, N * O, true, 1.0f, 4);
+    const void* x = buffer(ops, N * I, true, 1.0f, 1);
+    auto* dw = static_cast<float*>(buffer(ops, O * I, false, 0, 0));
+    ops.outputs.push_back({dw, O * I, false});
+    if (s.accumulate) ops.init = buffer(ops, O * I, false, 0.01f, 5);
+    ops.call = Matmul::backward_weight_call(dw, dy, x, s.N, s.I, s.O, t, s.accumulate);
+  } else {
+    const void* dy = buffer(ops, N * O, true, 1.0f, 4);
+    void* dx = buffer(ops, N * I, true, 0, 0);
+    ops.outputs.push_back({dx, N * I, true});
+    const void* pre =
+        s.kind == Kind::kBackwardInputDgelu ? buffer(ops, N * I, true, 3.0f, 6) : nullptr;
+    ops.call = Matmul::backward_input_call(dx, dy, w, s.N, s.I, s.O, t, s.accumulate, pre);
+  }
+  RY_CUDA(cudaDeviceSynchronize());
+  return ops;
+}
+
+// ---- one candidate -------------------------------------------------------------------------
+
+struct Measured {
+  double median_ms = 0, min_ms = 0, rel_diff = 0;
+  bool same_bits = true;
+};
+
+// Outputs before a run: NaN everywhere (what a run does not write shows), or D's initial values
+// where the product adds to D.
+void reset_outputs(const Operands& ops, cudaStream_t s) {
+  if (ops.init != nullptr) {
+    const auto& d = ops.outputs.front();
+    RY_CUDA(cudaMemcpyAsync(d.ptr, ops.init, d.n * 4, cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  for (const auto& o : ops.outputs)
+    RY_CUDA(cudaMemsetAsync(o.ptr, 0xff, o.n * (o.bf16 ? 2 : 4), s));
+}
+
+std::pair<double, double> time_launches(Matmul& mm, const Operands& ops,
+                                        const cublasLtMatmulAlgo_t& algo, const Options& o,
+                                        cudaStream_t s) {
+  for (int i = 0; i < o.warmup; ++i) mm.gemm_with(ops.call, algo, s);
+  std::vector<cudaEvent_t> ev(2 * size_t(o.reps));
+  for (auto& e : ev) RY_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < o.reps; ++i) {
+    RY_CUDA(cudaEventRecord(ev[2 * i], s));
+    mm.gemm_with(ops.call, algo, s);
+    RY_CUDA(cudaEventRecord(ev[2 * i + 1], s));
+  }
+  RY_CUDA(cudaStreamSynchronize(s));
+  std::vector<double> ms(o.reps);
+  for (int i = 0; i < o.reps; ++i) {
+    float t = 0;
+    RY_CUDA(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
+    ms[i] = t;
+  }
+  for (auto& e : ev) RY_CUDA(cudaEventDestroy(e));
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms.front()};
+}
+
+// Copies of the outputs: the first run's of this candidate, and the heuristic's first's.
+struct Copies {
+  std::vector<DeviceBuffer> run0, first;
+  DeviceBuffer scratch{3 * sizeof(unsigned)};
+};
+
+Measured measure(Matmul& mm, const Operands& ops, const cublasLtMatmulAlgo_t& algo, bool is_first,
+                 Copies& c, const Options& o, cudaStream_t s) {
+  Measured m;
+  std::tie(m.median_ms, m.min_ms) = time_launches(mm, ops, algo, o, s);
+  for (int run = 0; run < 3; ++run) {
+    reset_outputs(ops, s);
+    mm.gemm_with(ops.call, algo, s);
+    for (size_t i = 0; i < ops.outputs.size(); ++i) {
+      const auto& out = ops.outputs[i];
+      const size_t bytes = out.n * (out.bf16 ? 2 : 4);
+      if (run == 0) {
+        RY_CUDA(cudaMemcpyAsync(c.run0[i].as<void>(), out.ptr, bytes, cudaMemcpyDeviceToDevice, s));
+        if (is_first) {
+          RY_CUDA(
+              cudaMemcpyAsync(c.first[i].as<void>(), out.ptr, bytes, cudaMemcpyDeviceToDevice, s));
+        }
+        continue;
+      }
+      const auto cmp = railyard::bench::compare(out.ptr, c.run0[i].as<void>(), out.n, out.bf16,
+                                                c.scratch.as<unsigned>(), s);
+      m.same_bits = m.same_bits && cmp.same_bits;
+    }
+  }
+  for (size_t i = 0; i < ops.outputs.size(); ++i) {
+    const auto& out = ops.outputs[i];
+    const auto cmp = railyard::bench::compare(c.run0[i].as<void>(), c.first[i].as<void>(), out.n,
+                                              out.bf16, c.scratch.as<unsigned>(), s);
+    const double d = cmp.max_abs_ref > 0 ? cmp.max_abs_diff / cmp.max_abs_ref : cmp.max_abs_diff;
+    m.rel_diff = std::max(m.rel_diff, d);
+  }
+  return m;
+}
+
+// ---- one product ---------------------------------------------------------------------------
+
+const char* epilogue_name(const GemmCall& c) {
+  if (c.gelu == railyard::cuda::GeluEpilogue::kForward) return "GELU_AUX_BIAS";
+  if (c.gelu == railyard::cuda::GeluEpilogue::kBackward) return "DGELU";
+  return c.bias != nullptr ? "BIAS" : "DEFAULT";
+}
+
+json call_json(const ProductSpec& s, const GemmCall& c) {
+  return {{"name", s.name},
+          {"calls_per_step", s.calls},
+          {"rows", s.N},
+          {"in", s.I},
+          {"out", s.O},
+          {"trans_a", c.trans_a},
+          {"trans_b", c.trans_b},
+          {"m", c.m},
+          {"n", c.n},
+          {"k", c.k},
+          {"ab_type", "bf16"},
+          {"d_type", c.d_type == CUDA_R_32F ? "fp32" : "bf16"},
+          {"epilogue", epilogue_name(c)},
+          {"beta_nonzero", c.beta != 0.0f},
+          {"batch", c.batch}};
+}
+
+// The fixed rule: the fastest usable candidate at least 3% faster than the first, else the first.
+size_t pick(const json& cands, double max_diff) {
+  size_t best = 0;
+  const double first = cands[0]["median_ms"].get<double>();
+  for (size_t i = 1; i < cands.size(); ++i) {
+    const auto& c = cands[i];
+    const double t = c["median_ms"].get<double>();
+    if (!c["same_bits"].get<bool>() || c["rel_diff_vs_first"].get<double>() > max_diff) continue;
+    if (t <= 0.97 * first && t < cands[best]["median_ms"].get<double>()) best = i;
+  }
+  return best;
+}
+
+void print_candidate(size_t i, const json& c, double flops) {
+  std::printf("  #%-2zu %9.4f %9.4f %7.1f  %-4s %9.2e  %s ws %zu\n", i,
+              c["median_ms"].get<double>(), c["min_ms"].get<double>(),
+              flops / (c["median_ms"].get<double>() * 1e9),
+              c["same_bits"].get<bool>() ? "yes" : "NO", c["rel_diff_vs_first"].get<double>(),
+              c["config"].get<std::string>().c_str(), c["workspace_bytes"].get<size_t>());
+}
+
+json survey_product(Matmul& mm, const ProductSpec& s, const Options& o, double seconds,
+                    cudaStream_t stream) {
+  const auto start = Clock::now();
+  Operands ops = operands(s);
+  json out = call_json(s, ops.call);
+  const auto found = mm.candidates(ops.call, o.candidates);
+  Copies copies;
+  for (const auto& x : ops.outputs) {
+    copies.run0.emplace_back(x.n * (x.bf16 ? 2 : 4));
+    copies.first.emplace_back(x.n * (x.bf16 ? 2 : 4));
+  }
+  std::printf("%s: m %d n %d k %d, %s, beta %s, %zu candidates, %d calls per step\n",
+              s.name.c_str(), ops.call.m, ops.call.n, ops.call.k, epilogue_name(ops.call),
+              ops.call.beta != 0.0f ? "1" : "0", found.size(), s.calls);
+  std::printf("  #   median ms    min ms  TFLOPS  bits   vs first  config\n");
+  json cands = json::array();
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (i > 0 && std::chrono::duration<double>(Clock::now() - start).count() > seconds) break;
+    const Measured m = measure(mm, ops, found[i].algo, i == 0, copies, o, stream);
+    json c = describe(found[i]);
+    c["rank"] = i;
+    c["median_ms"] = m.median_ms;
+    c["min_ms"] = m.min_ms;
+    c["same_bits"] = m.same_bits;
+    c["rel_diff_vs_first"] = m.rel_diff;
+    print_candidate(i, c, ops.flops);
+    cands.push_back(std::move(c));
+  }
+  const size_t p = pick(cands, o.max_diff);
+  out["offered"] = found.size();
+  out["surveyed"] = cands.size();
+  out["tflops_first"] = ops.flops / (cands[0]["median_ms"].get<double>() * 1e9);
+  out["candidates"] = cands;
+  out["pick"] = p;
+  out["pick_config"] = cands[p]["config"];
+  std::printf("  pick #%zu: %.4f ms (first %.4f ms)%s\n\n", p, cands[p]["median_ms"].get<double>(),
+              cands[0]["median_ms"].get<double>(),
+              cands.size() < found.size() ? "  [survey cut short by --max-seconds]" : "");
+  return out;
+}
+
+// ---- the survey ----------------------------------------------------------------------------
+
+json header(const Options& o) {
+  int dev = 0;
+  RY_CUDA(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  RY_CUDA(cudaGetDeviceProperties(&prop, dev));
+  return {{"bench", "gemm_step_survey"},
+          {"batch", o.batch},
+          {"seq", o.seq},
+          {"dim", o.dim},
+          {"vocab_padded", o.vocab},
+          {"layers", o.layers},
+          {"head_chunk", o.head_chunk},
+          {"warmup", o.warmup},
+          {"reps", o.reps},
+          {"max_candidates", o.candidates},
+          {"max_diff", o.max_diff},
+          {"sm", prop.major * 10 + prop.minor},
+          {"device", prop.name},
+          {"cublaslt_version", cublasLtGetVersion()}};
+}
+
+void run_survey(const Options& o) {
+  const auto start = Clock::now();
+  json result = header(o);
+  Matmul mm;
+  result["workspace_bytes"] = mm.workspace_bytes();
+  cudaStream_t stream = nullptr;
+  RY_CUDA(cudaStreamCreate(&stream));
+  const auto specs = step_products(o);
+  json products = json::array();
+  double first_ms = 0, pick_ms = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const double left = o.max_seconds - std::chrono::duration<double>(Clock::now() - start).count();
+    json p = survey_product(mm, specs[i], o, left / double(specs.size() - i), stream);
+    const auto& c = p["candidates"];
+    first_ms += specs[i].calls * c[0]["median_ms"].get<double>();
+    pick_ms += specs[i].calls * c[p["pick"].get<size_t>()]["median_ms"].get<double>();
+    products.push_back(std::move(p));
+  }
+  RY_CUDA(cudaStreamDestroy(stream));
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf(
+      "step products: heuristic's firsts %.3f ms, picks %.3f ms (%.1f%% less); survey "
+      "took %.1f s\n",
+      first_ms, pick_ms, 100.0 * (first_ms - pick_ms) / first_ms, elapsed);
+  result["products"] = products;
+  result["step_ms_first"] = first_ms;
+  result["step_ms_picks"] = pick_ms;
+  result["elapsed_s"] = elapsed;
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << result.dump(2) << "\n";
+    if (!f) throw std::runtime_error("cannot write " + o.json + ": check the directory exists");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    run_survey(parse(argc, argv));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gemm_step_survey: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,31 @@
+#pragma once
+// What a cuBLASLt algorithm is, as its configuration attributes say it: the id of the kernel
+// family and the tile, stages, split-K, reduction, swizzle, custom option, inner and cluster
+// shape chosen within it. Two algorithms with equal configurations run the same kernels, so a
+// configuration names an algorithm across processes (benches print it, pins match it).
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <string>
+
+namespace railyard::cuda {
+
+// Each field is cuBLASLt's value (tile, stages, inner and cluster shapes are the enum values of
+// cublasLt.h: cublasLtMatmulTile_t, cublasLtMatmulStages_t, ...); -1 where this cuBLASLt cannot
+// say.
+struct GemmAlgoConfig {
+  int64_t algo_id = -1, tile_id = -1, stages_id = -1, splitk = -1, reduction = -1, swizzle = -1,
+          custom_option = -1, inner_shape_id = -1, cluster_shape_id = -1;
+  bool operator==(const GemmAlgoConfig&) const = default;
+};
+
+GemmAlgoConfig algo_config_of(const cublasLtMatmulAlgo_t& algo);
+
+// "none", "inplace", "compute_type", "output_type"; "unknown" for -1, "other" otherwise.
+const char* reduction_name(int64_t scheme);
+
+// "algo 39 tile 20 stages 35 splitK 1 reduction none swizzle 0 custom 0 inner 0 cluster 5".
+std::string to_string(const GemmAlgoConfig& c);
+
+}  // namespace railyard::cuda
