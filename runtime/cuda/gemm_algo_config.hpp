@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 
 namespace railyard::cuda {
 
@@ -17,7 +18,13 @@ namespace railyard::cuda {
 struct GemmAlgoConfig {
   int64_t algo_id = -1, tile_id = -1, stages_id = -1, splitk = -1, reduction = -1, swizzle = -1,
           custom_option = -1, inner_shape_id = -1, cluster_shape_id = -1;
-  bool operator==(const GemmAlgoConfig&) const = default;
+  // Spelled out: .cu files include this as C++17.
+  auto fields() const {
+    return std::tie(algo_id, tile_id, stages_id, splitk, reduction, swizzle, custom_option,
+                    inner_shape_id, cluster_shape_id);
+  }
+  bool operator==(const GemmAlgoConfig& o) const { return fields() == o.fields(); }
+  bool operator!=(const GemmAlgoConfig& o) const { return !(*this == o); }
 };
 
 GemmAlgoConfig algo_config_of(const cublasLtMatmulAlgo_t& algo);

@@ -36,10 +36,40 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int rows, int cols, int ld,
   return l;
 }
 
+// The epilogue of a call: bias, GELU forward (needs the bias), GELU backward (takes none).
+cublasLtEpilogue_t epilogue_of(const GemmCall& c) {
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (c.gelu == GeluEpilogue::kForward) {
+    if (c.bias == nullptr) throw std::logic_error("Matmul: the GELU forward epilogue needs a bias");
+    epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  } else if (c.gelu == GeluEpilogue::kBackward) {
+    if (c.bias != nullptr)
+      throw std::logic_error("Matmul: the GELU backward epilogue takes no bias");
+    epi = CUBLASLT_EPILOGUE_DGELU;
+  } else if (c.bias != nullptr) {
+    epi = CUBLASLT_EPILOGUE_BIAS;
+  }
+  return epi;
+}
+
 }  // namespace
 
 Matmul::Matmul(size_t workspace_bytes) : workspace_(workspace_bytes) {
   RY_CUBLAS(cublasLtCreate(&handle_));
+  int dev = 0, major = 0, minor = 0;
+  RY_CUDA(cudaGetDevice(&dev));
+  RY_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  RY_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  sm_ = major * 10 + minor;
+}
+
+GemmPinKey Matmul::pin_key(const GemmCall& c) const {
+  return {sm_,      cublasLtGetVersion(), c.trans_a,      c.trans_b, c.m, c.n, c.k, c.ab_type,
+          c.d_type, epilogue_of(c),       c.beta != 0.0f, c.batch};
+}
+
+GemmAlgoConfig Matmul::algo_config(const GemmCall& c) {
+  return algo_config_of(plan_for(c).algo);
 }
 
 Matmul::~Matmul() {
@@ -74,17 +104,7 @@ Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
   cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   RY_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-  if (c.gelu == GeluEpilogue::kForward) {
-    if (c.bias == nullptr) throw std::logic_error("Matmul: the GELU forward epilogue needs a bias");
-    epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-  } else if (c.gelu == GeluEpilogue::kBackward) {
-    if (c.bias != nullptr)
-      throw std::logic_error("Matmul: the GELU backward epilogue takes no bias");
-    epi = CUBLASLT_EPILOGUE_DGELU;
-  } else if (c.bias != nullptr) {
-    epi = CUBLASLT_EPILOGUE_BIAS;
-  }
+  const cublasLtEpilogue_t epi = epilogue_of(c);
   RY_CUBLAS(
       cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (c.gelu != GeluEpilogue::kNone) {
@@ -101,7 +121,7 @@ Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
                       c.stride_b);
   p->ld = make_layout(c.d_type, c.m, c.n, c.ldd, c.batch, c.stride_d);
 
-  p->algo = heuristic(*p, c, 1).front().algo;
+  p->algo = choose_algo(*p, c);
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
@@ -139,6 +159,18 @@ std::vector<cublasLtMatmulHeuristicResult_t> Matmul::heuristic(const Plan& p, co
                              std::to_string(c.batch) + "): " + cublasLtGetStatusName(st));
   }
   return results;
+}
+
+// The pinned algorithm where the table names one and the heuristic offers it among its
+// candidates for these descriptors; the heuristic's first otherwise.
+cublasLtMatmulAlgo_t Matmul::choose_algo(const Plan& p, const GemmCall& c) const {
+  const auto pin = pinned_algo(pin_key(c));
+  const auto found = heuristic(p, c, pin ? kPinCandidates : 1);
+  if (!pin) return found.front().algo;
+  std::vector<GemmAlgoConfig> configs;
+  for (const auto& r : found) configs.push_back(algo_config_of(r.algo));
+  const auto i = find_pinned(configs, *pin);
+  return found[i.value_or(0)].algo;
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> Matmul::candidates(const GemmCall& c, int count) {

@@ -2,8 +2,10 @@
 // Matrix products through cuBLASLt, fp32 accumulation always. Operands are row-major as in the
 // model ([rows, cols], Linear weights [out, in]); the column-major translation happens inside.
 // Plans (descriptors and the chosen algorithm) are cached per shape, so steady-state calls
-// cost only the launch. Split-K reductions are limited to fixed-order schemes and the
-// workspace is fixed, so a product gives the same bits every run on the same GPU and library.
+// cost only the launch. The algorithm is the heuristic's first, or the one gemm_pins.hpp's fixed
+// table pins for the product on this GPU and cuBLASLt where the heuristic offers it. Split-K
+// reductions are limited to fixed-order schemes and the workspace is fixed, so a product gives the
+// same bits every run on the same GPU and library.
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -15,6 +17,8 @@
 #include <vector>
 
 #include "device_buffer.hpp"
+#include "gemm_algo_config.hpp"
+#include "gemm_pins.hpp"
 
 namespace railyard::cuda {
 
@@ -60,6 +64,11 @@ class Matmul {
   void gemm_with(const GemmCall& c, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
   size_t workspace_bytes() const { return workspace_.bytes(); }
 
+  // The product's key in the pin table on this GPU and cuBLASLt, and the algorithm gemm() runs
+  // for it (tests/gpu checks a pinned product is the pin and still right).
+  GemmPinKey pin_key(const GemmCall& c) const;
+  GemmAlgoConfig algo_config(const GemmCall& c);
+
   // The GemmCall each linear_* below issues (pointers included), for the same benches.
   static GemmCall forward_call(void* y, const void* x, const void* w, const void* bias, int N,
                                int I, int O, cudaDataType_t t, void* gelu_pre = nullptr);
@@ -84,14 +93,17 @@ class Matmul {
 
  private:
   struct Plan;
+  static constexpr int kPinCandidates = 32;  // how deep a pinned algorithm is looked for
   using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, int, bool, bool, int,
                          int64_t, int64_t, int64_t>;
   Plan& plan_for(const GemmCall& c);
   std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Plan& p, const GemmCall& c,
                                                          int count) const;
+  cublasLtMatmulAlgo_t choose_algo(const Plan& p, const GemmCall& c) const;
   void launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
+  int sm_ = 0;  // compute capability of the current device, major * 10 + minor
   DeviceBuffer workspace_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };

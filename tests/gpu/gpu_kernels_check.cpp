@@ -17,6 +17,7 @@
 #include "dtype.hpp"
 #include "embedding_kernels.hpp"
 #include "gelu_kernels.hpp"
+#include "gemm_pins.hpp"
 #include "gpu_check.hpp"
 #include "grad_norm_kernels.hpp"
 #include "layernorm_kernels.hpp"
@@ -523,6 +524,48 @@ void check_grad_norm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.same_bits("fp32 gradient sum of squares, twice", acc.download(), first);
 }
 
+// A product the pin table (gemm_pins.hpp) names, at its real shape: GPT-2 124M's fc2 backward
+// into the fc layer with the DGELU epilogue, B=16 T=1024. On the GPU and cuBLASLt the pin is
+// for, the engine must run the pinned algorithm; on any, the result must match float64 (on every
+// 257th row: the whole product is 39 G multiply-adds) and give the same bits twice.
+void check_pinned_fc2_dgelu(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
+  constexpr int PN = 16 * 1024, PI = 4 * 768, PO = 768, kStride = 257;
+  using T = cuda::bf16;
+  DevArray<T> dy(size_t(PN) * PO), w(size_t(PO) * PI), pre(size_t(PN) * PI), dx(size_t(PN) * PI);
+  auto hdy = dy.upload(random_vec(rng, dy.n));
+  auto hw = w.upload(random_vec(rng, w.n, 0.05f));
+  auto hpre = pre.upload(random_vec(rng, pre.n, 2.0f));
+  const auto call = cuda::Matmul::backward_input_call(dx.ptr(), dy.ptr(), w.ptr(), PN, PI, PO,
+                                                      cuda::cuda_dtype<T>(), false, pre.ptr());
+  const auto pin = cuda::pinned_algo(mm.pin_key(call));
+  const auto ran = mm.algo_config(call);
+  std::printf("     fc2 dgelu %dx%dx%d runs %s (%s)\n", call.m, call.n, call.k,
+              cuda::to_string(ran).c_str(), pin ? "pinned here" : "no pin for this GPU/cuBLASLt");
+  if (pin && ran != *pin)
+    r.fail("fc2 dgelu: the pinned " + cuda::to_string(*pin) +
+           " is not among cuBLASLt's candidates: survey and update the table");
+  dx.poison();
+  mm.linear_backward_input(dx.ptr(), dy.ptr(), w.ptr(), PN, PI, PO, cuda::cuda_dtype<T>(), false, s,
+                           pre.ptr());
+  const auto first = dx.download();
+  std::vector<double> out, ref;
+  for (int n = 0; n < PN; n += kStride) {
+    std::vector<double> row(PI, 0.0), grad(PI, 0.0);
+    for (int o = 0; o < PO; ++o) {
+      const double g = hdy[size_t(n) * PO + o];
+      for (int i = 0; i < PI; ++i) row[i] += g * hw[size_t(o) * PI + i];
+    }
+    cpu::gelu_backward<double>(grad.data(), hpre.data() + size_t(n) * PI, row.data(), PI);
+    ref.insert(ref.end(), grad.begin(), grad.end());
+    out.insert(out.end(), first.begin() + ptrdiff_t(n) * PI, first.begin() + ptrdiff_t(n + 1) * PI);
+  }
+  r.check("bf16 fc2 backward input + GELU' (GPT-2 shape)", out, ref, tol<T>());
+  dx.poison();
+  mm.linear_backward_input(dx.ptr(), dy.ptr(), w.ptr(), PN, PI, PO, cuda::cuda_dtype<T>(), false, s,
+                           pre.ptr());
+  r.same_bits("bf16 fc2 backward input + GELU', twice", dx.download(), first);
+}
+
 template <typename T>
 void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
   check_linear<T>(r, rng, mm, s);
@@ -558,6 +601,7 @@ int main() {
     check_all<float>(r, rng, mm, s);
     check_all<cuda::bf16>(r, rng, mm, s);
     check_grad_norm(r, rng, s);
+    check_pinned_fc2_dgelu(r, rng, mm, s);
 #if RAILYARD_HAVE_CUDNN
     check_cudnn_attention(r, rng, s);
     check_cudnn_attention_pinned(r, rng, s);
