@@ -22,7 +22,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,6 +47,7 @@ using railyard::cuda::DeviceBuffer;
 using railyard::cuda::Matmul;
 using json = nlohmann::json;
 using railyard::bench::describe;
+using railyard::bench::write_json;
 
 namespace {
 
@@ -759,11 +759,7 @@ void run_bench(const Options& o) {
   std::printf(
       "same: outputs bit-identical over three runs; out diff: max |output - today's| / "
       "max |today's|; db diff: the same for the bias gradient against bias_grad's\n");
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << out.dump(2) << "\n";
-    if (!f) throw std::runtime_error("could not write " + o.json + ": check the folder exists");
-  }
+  if (!o.json.empty()) write_json(o.json, out);
 }
 
 }  // namespace

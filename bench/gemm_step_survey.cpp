@@ -22,7 +22,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -39,6 +38,7 @@ using railyard::cuda::GemmCall;
 using railyard::cuda::Matmul;
 using json = nlohmann::json;
 using railyard::bench::describe;
+using railyard::bench::write_json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -463,11 +463,7 @@ void run_survey(const Options& o) {
   result["step_ms_first"] = first_ms;
   result["step_ms_picks"] = pick_ms;
   result["elapsed_s"] = elapsed;
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << result.dump(2) << "\n";
-    if (!f) throw std::runtime_error("cannot write " + o.json + ": check the directory exists");
-  }
+  if (!o.json.empty()) write_json(o.json, result);
 }
 
 }  // namespace
