@@ -118,7 +118,28 @@ class CudaEngine final : public Engine {
   struct LayerOffsets {
     size_t resid, ln1, ln1m, ln1r, qkvp, probs, stats, atty, mid, ln2, ln2m, ln2r, fc, gelu;
   };
+  // Construction, in order: the options checked, the parameters located in the flat buffer and
+  // sharded, the memory planned, the state initialised, the gradient exchange set up.
+  void check_options() const;
+  void locate_params();
+  void shard_params();
+  void init_state(uint64_t seed);
+  void setup_exchange();
+  // Offsets in the allocation plan of the step's state (weights, gradients, moments, inputs,
+  // losses) and of the buffers outside the layers (final LayerNorm, logits and scratch).
+  struct StateOffsets {
+    size_t master, grads, m, v, decay, compute, rs, norm, clip, step_tok, step_tgt, loss;
+    std::array<size_t, 2> tok, tgt;
+  };
+  struct ScratchOffsets {
+    size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
+        partials, bias_partials, norm_partials, embed;
+  };
   void plan_memory();
+  StateOffsets plan_state(AllocationPlan& plan) const;
+  void bind_state(const StateOffsets& so);
+  ScratchOffsets plan_scratch(AllocationPlan& plan, bool fused, size_t attn_ws) const;
+  void bind_scratch(const ScratchOffsets& sc, bool fused, size_t attn_ws);
   std::vector<LayerOffsets> plan_layers(AllocationPlan& plan, bool fused) const;
   void bind_layers(const std::vector<LayerOffsets>& lo, bool fused);
   // Throws the out-of-memory message (the plan, the batch, what to change) when it does not fit.
@@ -223,6 +244,39 @@ template <typename T>
 CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Communicator& comm,
                           uint64_t seed)
     : cfg_(cfg), opts_(opts), layout_(gpt_param_layout(cfg)), comm_(comm) {
+  check_options();
+  device_ = select_device(comm_);
+  RY_CUDA(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  RY_CUDA(cudaGetDeviceProperties(&prop, device_));
+  describe_ = "cuda:" + std::to_string(device_) + " " + prop.name + " " +
+              (kFp32 ? "fp32" : "bf16") + (opts_.zero_stage == 1 ? " zero1" : "") +
+              (opts_.recompute ? " recompute" : "");
+  L_ = cfg_.layers, C_ = cfg_.dim, H_ = cfg_.heads, V_ = cfg_.vocab, Vp_ = cfg_.padded_vocab;
+  Bmax_ = opts_.micro_batch, Tmax_ = opts_.seq;
+  locate_params();
+  shard_params();
+
+  RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  mm_ = std::make_unique<Matmul>();
+  plan_memory();
+  describe_ += attention_description();
+  input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
+  graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs);
+  RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
+  RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
+  init_state(seed);
+  setup_exchange();
+  const size_t state_end = std::min(total_, shard_begin_ + shard_size_);
+  // Last, so the reserve takes only what the plan, NCCL and cuBLASLt left (256 MiB spare).
+  snapshots_ = std::make_unique<DeviceSnapshots>(
+      device_, DeviceState{master_, m_, v_, total_, std::min(shard_begin_, state_end), state_end},
+      opts_.reserve_snapshot && !sharded_state(), size_t{256} << 20);
+  RY_CUDA(cudaStreamSynchronize(stream_));
+}
+
+template <typename T>
+void CudaEngine<T>::check_options() const {
   cfg_.validate();
   if (opts_.zero_stage != 0 && opts_.zero_stage != 1) {
     throw std::invalid_argument("--zero must be 0 or 1, got " + std::to_string(opts_.zero_stage));
@@ -240,16 +294,11 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
                                 std::to_string(cfg_.padded_vocab) + ") and --seq (" +
                                 std::to_string(opts_.seq) + ") must be multiples of 8");
   }
-  device_ = select_device(comm_);
-  RY_CUDA(cudaSetDevice(device_));
-  cudaDeviceProp prop{};
-  RY_CUDA(cudaGetDeviceProperties(&prop, device_));
-  describe_ = "cuda:" + std::to_string(device_) + " " + prop.name + " " +
-              (kFp32 ? "fp32" : "bf16") + (opts_.zero_stage == 1 ? " zero1" : "") +
-              (opts_.recompute ? " recompute" : "");
+}
 
-  L_ = cfg_.layers, C_ = cfg_.dim, H_ = cfg_.heads, V_ = cfg_.vocab, Vp_ = cfg_.padded_vocab;
-  Bmax_ = opts_.micro_batch, Tmax_ = opts_.seq;
+// Where each parameter lives in the flat buffer, and each layer's slice of it.
+template <typename T>
+void CudaEngine<T>::locate_params() {
   wte_ = layout_.at("wte").offset;
   wpe_ = layout_.at("wpe").offset;
   lnfw_ = layout_.at("lnf.weight").offset;
@@ -277,7 +326,10 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
             (last.numel + ParamLayout::kAlign - 1) / ParamLayout::kAlign * ParamLayout::kAlign;
     lp_.push_back(q);
   }
+}
 
+template <typename T>
+void CudaEngine<T>::shard_params() {
   // Equal shards for ZeRO-1 (and NCCL's all-gather): pad the flat buffer to world * kAlign.
   total_ = layout_.total();
   size_t world = size_t(comm_.size());
@@ -290,17 +342,12 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
     shard_size_ = padded_;
     shard_begin_ = 0;
   }
+}
 
-  RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  mm_ = std::make_unique<Matmul>();
-  plan_memory();
-  describe_ += attention_description();
-  input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
-  graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs);
-  RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
-  RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
-
-  // Parameters: the same initialisation as every backend, then the compute copy.
+// The parameters as every backend initialises them, their compute copy, AdamW's decay mask;
+// moments and gradients zero.
+template <typename T>
+void CudaEngine<T>::init_state(uint64_t seed) {
   std::vector<float> host(padded_, 0.0f);
   gpt_init_params(cfg_, layout_, seed, host.data());
   RY_CUDA(cudaMemcpy(master_, host.data(), padded_ * sizeof(float), cudaMemcpyHostToDevice));
@@ -318,7 +365,10 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaMemsetAsync(v_, 0, shard_size_ * sizeof(float), stream_));
   RY_CUDA(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
   refresh_compute_copy();
+}
 
+template <typename T>
+void CudaEngine<T>::setup_exchange() {
   // One rank has nothing to average: no NCCL communicator (nor its buffers) at all, unless bf16
   // reduction asks for the rounding that its exchange applies.
   exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
@@ -331,12 +381,6 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
     exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_,
                                                    std::move(buckets), opts_.reduce_bf16);
   }
-  const size_t state_end = std::min(total_, shard_begin_ + shard_size_);
-  // Last, so the reserve takes only what the plan, NCCL and cuBLASLt left (256 MiB spare).
-  snapshots_ = std::make_unique<DeviceSnapshots>(
-      device_, DeviceState{master_, m_, v_, total_, std::min(shard_begin_, state_end), state_end},
-      opts_.reserve_snapshot && !sharded_state(), size_t{256} << 20);
-  RY_CUDA(cudaStreamSynchronize(stream_));
 }
 
 template <typename T>
@@ -355,34 +399,78 @@ CudaEngine<T>::~CudaEngine() {
 template <typename T>
 void CudaEngine<T>::plan_memory() {
   AllocationPlan plan;
+  const StateOffsets so = plan_state(plan);
+  const size_t attn_ws = choose_attention();
+  const bool fused = fused_attention();
+  const std::vector<LayerOffsets> lo = plan_layers(plan, fused);
+  const ScratchOffsets sc = plan_scratch(plan, fused, attn_ws);
+  check_plan_fits(plan);
+  mem_ = DeviceBuffer(plan.total());
+  bind_state(so);
+  bind_layers(lo, fused);
+  bind_scratch(sc, fused, attn_ws);
+  host_scalars_ = PinnedBuffer(size_t(Bmax_) * Tmax_ * sizeof(float) + sizeof(double));
+}
+
+template <typename T>
+typename CudaEngine<T>::StateOffsets CudaEngine<T>::plan_state(AllocationPlan& plan) const {
+  const size_t N = size_t(Bmax_) * Tmax_;
+  const size_t e = sizeof(T), f = sizeof(float);
+  StateOffsets so{};
+  so.master = plan.add("master weights (fp32)", padded_ * f);
+  so.grads = plan.add("gradients (fp32)", padded_ * f);
+  so.m = plan.add("AdamW m", shard_size_ * f);
+  so.v = plan.add("AdamW v", shard_size_ * f);
+  so.decay = plan.add("decay mask", decay_mask_words(shard_size_) * sizeof(uint32_t));
+  so.compute = kFp32 ? 0 : plan.add("compute weights (bf16)", padded_ * e);
+  so.rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
+  so.norm = plan.add("norm accumulator", sizeof(double));
+  so.clip = plan.add("clip factor", sizeof(float));
+  for (int k = 0; k < 2; ++k) {
+    so.tok[k] = plan.add("tokens", N * sizeof(int32_t));
+    so.tgt[k] = plan.add("targets", N * sizeof(int32_t));
+  }
+  so.step_tok = plan.add("tokens", N * sizeof(int32_t));
+  so.step_tgt = plan.add("targets", N * sizeof(int32_t));
+  so.loss = plan.add("losses", N * f);
+  return so;
+}
+
+template <typename T>
+void CudaEngine<T>::bind_state(const StateOffsets& so) {
+  master_ = mem_.as<float>(so.master);
+  grads_ = mem_.as<float>(so.grads);
+  m_ = mem_.as<float>(so.m);
+  v_ = mem_.as<float>(so.v);
+  decay_ = mem_.as<uint32_t>(so.decay);
+  if constexpr (kFp32) {
+    compute_ = master_;
+  } else {
+    compute_ = mem_.as<T>(so.compute);
+  }
+  reduce_scratch_ = opts_.reduce_bf16 ? mem_.as<bf16>(so.rs) : nullptr;
+  norm_acc_ = mem_.as<double>(so.norm);
+  clip_scale_ = mem_.as<float>(so.clip);
+  for (int k = 0; k < 2; ++k) {
+    token_slots_[k] = mem_.as<int32_t>(so.tok[k]);
+    target_slots_[k] = mem_.as<int32_t>(so.tgt[k]);
+  }
+  tokens_ = mem_.as<int32_t>(so.step_tok);
+  targets_ = mem_.as<int32_t>(so.step_tgt);
+  losses_ = mem_.as<float>(so.loss);
+}
+
+template <typename T>
+typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPlan& plan, bool fused,
+                                                                   size_t attn_ws) const {
   const size_t N = size_t(Bmax_) * Tmax_, NC = N * C_;
   const size_t probs = size_t(Bmax_) * H_ * Tmax_ * Tmax_;
   const size_t e = sizeof(T), f = sizeof(float);
-  size_t o_master = plan.add("master weights (fp32)", padded_ * f);
-  size_t o_grads = plan.add("gradients (fp32)", padded_ * f);
-  size_t o_m = plan.add("AdamW m", shard_size_ * f);
-  size_t o_v = plan.add("AdamW v", shard_size_ * f);
-  size_t o_decay = plan.add("decay mask", decay_mask_words(shard_size_) * sizeof(uint32_t));
-  size_t o_compute = kFp32 ? 0 : plan.add("compute weights (bf16)", padded_ * e);
-  size_t o_rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
-  size_t o_norm = plan.add("norm accumulator", sizeof(double));
-  size_t o_clip = plan.add("clip factor", sizeof(float));
-  std::array<size_t, 2> o_tok{}, o_tgt{};
-  for (int k = 0; k < 2; ++k) {
-    o_tok[k] = plan.add("tokens", N * sizeof(int32_t));
-    o_tgt[k] = plan.add("targets", N * sizeof(int32_t));
-  }
-  size_t o_step_tok = plan.add("tokens", N * sizeof(int32_t));
-  size_t o_step_tgt = plan.add("targets", N * sizeof(int32_t));
-  size_t o_loss = plan.add("losses", N * f);
-  const size_t attn_ws = choose_attention();
-  const bool fused = fused_attention();
-
-  const std::vector<LayerOffsets> lo = plan_layers(plan, fused);
-  size_t o_rfinal = plan.add("final residual", NC * e);
-  size_t o_lnf = plan.add("lnf", NC * e);
-  size_t o_lnfm = plan.add("lnf stats", N * f);
-  size_t o_lnfr = plan.add("lnf stats", N * f);
+  ScratchOffsets sc{};
+  sc.rfinal = plan.add("final residual", NC * e);
+  sc.lnf = plan.add("lnf", NC * e);
+  sc.lnfm = plan.add("lnf stats", N * f);
+  sc.lnfr = plan.add("lnf stats", N * f);
   // One region for buffers never live together (docs/gpu.md, "Memory"): the LM head's logits
   // chunk lives only inside loss_head (after every layer's forward, before any layer's
   // backward); the layer scratch only inside one layer's forward or backward. Within the layer
@@ -397,67 +485,49 @@ void CudaEngine<T>::plan_memory() {
   const auto overlaid =
       plan.add_overlaid("logits / attention workspace and scratch",
                         {{std::min(N, kHeadRows) * size_t(Vp_) * e}, layer_scratch});
-  const size_t o_logits = overlaid[0][0];
-  const size_t o_qkv = overlaid[1][0], o_attn_ws = overlaid[1][1], o_d4 = overlaid[1][1],
-               o_dA = overlaid[1][1] + d4_bytes, o_oh = fused ? 0 : overlaid[1][2],
-               o_dprobs = fused ? 0 : overlaid[1][3], o_dqkvp = fused ? 0 : overlaid[1][4];
-  size_t o_dB = plan.add("scratch: grad B", NC * e);
-  size_t o_dresid = plan.add("scratch: residual grad", NC * e);
-  size_t o_partials =
+  sc.logits = overlaid[0][0];
+  sc.qkv = overlaid[1][0];
+  sc.attn_ws = sc.d4 = overlaid[1][1];
+  sc.dA = overlaid[1][1] + d4_bytes;
+  if (!fused) {
+    sc.oh = overlaid[1][2];
+    sc.dprobs = overlaid[1][3];
+    sc.dqkvp = overlaid[1][4];
+  }
+  sc.dB = plan.add("scratch: grad B", NC * e);
+  sc.dresid = plan.add("scratch: residual grad", NC * e);
+  sc.partials =
       plan.add("scratch: reduction partials", layernorm_backward_partials(int(N), C_) * f);
-  size_t o_bias_partials =
-      plan.add("scratch: bias partials", bias_grad_partials(int(N), 4 * C_) * f);
-  size_t o_norm_partials =
-      plan.add("scratch: norm partials", grad_sumsq_partials() * sizeof(double));
-  size_t o_embed =
-      plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
+  sc.bias_partials = plan.add("scratch: bias partials", bias_grad_partials(int(N), 4 * C_) * f);
+  sc.norm_partials = plan.add("scratch: norm partials", grad_sumsq_partials() * sizeof(double));
+  sc.embed = plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
+  return sc;
+}
 
-  check_plan_fits(plan);
-  mem_ = DeviceBuffer(plan.total());
-  master_ = mem_.as<float>(o_master);
-  grads_ = mem_.as<float>(o_grads);
-  m_ = mem_.as<float>(o_m);
-  v_ = mem_.as<float>(o_v);
-  decay_ = mem_.as<uint32_t>(o_decay);
-  if constexpr (kFp32) {
-    compute_ = master_;
-  } else {
-    compute_ = mem_.as<T>(o_compute);
-  }
-  reduce_scratch_ = opts_.reduce_bf16 ? mem_.as<bf16>(o_rs) : nullptr;
-  norm_acc_ = mem_.as<double>(o_norm);
-  clip_scale_ = mem_.as<float>(o_clip);
-  for (int k = 0; k < 2; ++k) {
-    token_slots_[k] = mem_.as<int32_t>(o_tok[k]);
-    target_slots_[k] = mem_.as<int32_t>(o_tgt[k]);
-  }
-  tokens_ = mem_.as<int32_t>(o_step_tok);
-  targets_ = mem_.as<int32_t>(o_step_tgt);
-  losses_ = mem_.as<float>(o_loss);
-  bind_layers(lo, fused);
-  resid_final_ = mem_.as<T>(o_rfinal);
-  lnf_ = mem_.as<T>(o_lnf);
-  lnf_mean_ = mem_.as<float>(o_lnfm);
-  lnf_rstd_ = mem_.as<float>(o_lnfr);
-  logits_ = mem_.as<T>(o_logits);
-  qkv_ = mem_.as<T>(o_qkv);
-  o_heads_ = fused ? nullptr : mem_.as<T>(o_oh);
-  dprobs_ = fused ? nullptr : mem_.as<T>(o_dprobs);
-  dqkvp_ = fused ? nullptr : mem_.as<T>(o_dqkvp);
+template <typename T>
+void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t attn_ws) {
+  resid_final_ = mem_.as<T>(sc.rfinal);
+  lnf_ = mem_.as<T>(sc.lnf);
+  lnf_mean_ = mem_.as<float>(sc.lnfm);
+  lnf_rstd_ = mem_.as<float>(sc.lnfr);
+  logits_ = mem_.as<T>(sc.logits);
+  qkv_ = mem_.as<T>(sc.qkv);
+  o_heads_ = fused ? nullptr : mem_.as<T>(sc.oh);
+  dprobs_ = fused ? nullptr : mem_.as<T>(sc.dprobs);
+  dqkvp_ = fused ? nullptr : mem_.as<T>(sc.dqkvp);
 #if RAILYARD_HAVE_CUDNN
-  if (fused) fused_->set_workspace(mem_.as<void>(o_attn_ws), attn_ws);
+  if (fused) fused_->set_workspace(mem_.as<void>(sc.attn_ws), attn_ws);
 #else
-  (void)o_attn_ws;
+  (void)attn_ws;
 #endif
-  d4_ = mem_.as<T>(o_d4);
-  dA_ = mem_.as<T>(o_dA);
-  dB_ = mem_.as<T>(o_dB);
-  dresid_ = mem_.as<T>(o_dresid);
-  partials_ = mem_.as<float>(o_partials);
-  bias_partials_ = mem_.as<float>(o_bias_partials);
-  norm_partials_ = mem_.as<double>(o_norm_partials);
-  embed_scratch_ = mem_.as<void>(o_embed);
-  host_scalars_ = PinnedBuffer(N * sizeof(float) + sizeof(double));
+  d4_ = mem_.as<T>(sc.d4);
+  dA_ = mem_.as<T>(sc.dA);
+  dB_ = mem_.as<T>(sc.dB);
+  dresid_ = mem_.as<T>(sc.dresid);
+  partials_ = mem_.as<float>(sc.partials);
+  bias_partials_ = mem_.as<float>(sc.bias_partials);
+  norm_partials_ = mem_.as<double>(sc.norm_partials);
+  embed_scratch_ = mem_.as<void>(sc.embed);
 }
 
 template <typename T>
