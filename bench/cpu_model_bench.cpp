@@ -61,27 +61,178 @@ int int_arg(int argc, char** argv, const char* name, int def) {
   return def;
 }
 
+struct Setup {
+  railyard::GptConfig cfg;
+  railyard::EngineOptions opts;
+  int steps = 5;
+};
+
+Setup parse(int argc, char** argv) {
+  Setup s;
+  s.cfg.layers = int_arg(argc, argv, "--layers", 4);
+  s.cfg.dim = int_arg(argc, argv, "--dim", 256);
+  s.cfg.heads = int_arg(argc, argv, "--heads", 4);
+  s.opts.seq = int_arg(argc, argv, "--seq", 256);
+  s.opts.micro_batch = int_arg(argc, argv, "--batch", 4);
+  s.cfg.vocab = int_arg(argc, argv, "--vocab", 256);
+  s.cfg.padded_vocab = (s.cfg.vocab + 127) / 128 * 128;
+  s.cfg.max_seq = s.opts.seq;
+  s.steps = int_arg(argc, argv, "--steps", 5);
+  s.opts.cpu_threads = int_arg(argc, argv, "--threads", 0);
+  return s;
+}
+
+struct Row {
+  const char* name;
+  double wall, cpu;
+};
+
+// The kernels of one layer (or of the head) with the model's shapes, each timed and counted as
+// often as a step runs it.
+class KernelProfile {
+ public:
+  KernelProfile(const railyard::GptConfig& cfg, int B, int T, int reps)
+      : B_(B),
+        T_(T),
+        N_(B * T),
+        C_(cfg.dim),
+        H_(cfg.heads),
+        V_(cfg.vocab),
+        Vp_(cfg.padded_vocab),
+        reps_(reps) {
+    const size_t N = static_cast<size_t>(N_), C = static_cast<size_t>(C_);
+    x_.assign(N * 4 * C, 0.01f);
+    y_.resize(x_.size());
+    dx_.resize(x_.size());
+    w_.assign(16 * C * C, 0.01f);
+    dw_.resize(w_.size());
+    bias_.assign(4 * C, 0.0f);
+    db_.resize(bias_.size());
+    qkv_.resize(3 * N * C);
+    for (size_t i = 0; i < qkv_.size(); ++i) qkv_[i] = 0.001f * static_cast<float>(i % 97);
+    att_.resize(static_cast<size_t>(B) * H_ * T * T);
+    scratch_.resize(static_cast<size_t>(T) * T);
+    logits_.resize(N * Vp_);
+    wte_.assign(static_cast<size_t>(Vp_) * C, 0.01f);
+    mean_.resize(N);
+    rstd_.resize(N);
+    losses_.resize(N);
+    dl_.assign(N, 1.0f / static_cast<float>(N));
+  }
+
+  void row(const char* name, int times, const std::function<void()>& f) {
+    double cpu = 0;
+    const double wall = seconds_of(f, reps_, &cpu);
+    rows_.push_back({name, times * wall, times * cpu});
+  }
+  void layers(int L);
+  void head(const std::vector<int32_t>& targets);
+  const std::vector<Row>& rows() const { return rows_; }
+
+ private:
+  void mm(int ic, int oc) {
+    railyard::cpu::matmul_forward(y_.data(), x_.data(), w_.data(), bias_.data(), N_, ic, oc);
+  }
+  void mmb(int ic, int oc) {
+    railyard::cpu::matmul_backward(dx_.data(), dw_.data(), db_.data(), x_.data(), y_.data(),
+                                   w_.data(), N_, ic, oc);
+  }
+
+  int B_, T_, N_, C_, H_, V_, Vp_, reps_;
+  std::vector<float> x_, y_, dx_, w_, dw_, bias_, db_, qkv_, att_, scratch_, logits_, wte_, mean_,
+      rstd_, losses_, dl_;
+  std::vector<Row> rows_;
+};
+
+void KernelProfile::layers(int L) {
+  namespace cpu = railyard::cpu;
+  const int C = C_, N = N_;
+  row("matmul fwd (qkv, proj, fc, fcproj)", L, [&] {
+    mm(C, 3 * C);
+    mm(C, C);
+    mm(C, 4 * C);
+    mm(4 * C, C);
+  });
+  row("matmul bwd", L, [&] {
+    mmb(C, 3 * C);
+    mmb(C, C);
+    mmb(C, 4 * C);
+    mmb(4 * C, C);
+  });
+  row("attention fwd", L,
+      [&] { cpu::attention_forward(y_.data(), att_.data(), qkv_.data(), B_, T_, C, H_); });
+  row("attention bwd", L, [&] {
+    cpu::attention_backward(dx_.data(), scratch_.data(), y_.data(), qkv_.data(), att_.data(), B_,
+                            T_, C, H_);
+  });
+  row("layernorm fwd+bwd", 2 * L + 1, [&] {
+    cpu::layernorm_forward(y_.data(), mean_.data(), rstd_.data(), x_.data(), w_.data(),
+                           bias_.data(), N, C);
+    cpu::layernorm_backward(dx_.data(), dw_.data(), db_.data(), y_.data(), x_.data(), w_.data(),
+                            mean_.data(), rstd_.data(), N, C);
+  });
+  row("gelu fwd+bwd", L, [&] {
+    cpu::gelu_forward(y_.data(), x_.data(), 4 * static_cast<int64_t>(N) * C);
+    cpu::gelu_backward(dx_.data(), x_.data(), y_.data(), 4 * static_cast<int64_t>(N) * C);
+  });
+  row("residual fwd", 2 * L,
+      [&] { cpu::residual_forward(y_.data(), x_.data(), y_.data(), N * C); });
+}
+
+void KernelProfile::head(const std::vector<int32_t>& targets) {
+  namespace cpu = railyard::cpu;
+  row("lm head matmul fwd+bwd", 1, [&] {
+    cpu::matmul_forward(logits_.data(), x_.data(), wte_.data(), static_cast<const float*>(nullptr),
+                        N_, C_, Vp_);
+    cpu::matmul_backward(dx_.data(), wte_.data(), static_cast<float*>(nullptr), logits_.data(),
+                         x_.data(), wte_.data(), N_, C_, Vp_);
+  });
+  row("softmax cross-entropy fwd+bwd", 1, [&] {
+    cpu::softmax_crossentropy_forward(losses_.data(), logits_.data(), logits_.data(),
+                                      targets.data(), N_, V_, Vp_);
+    cpu::softmax_crossentropy_backward(logits_.data(), logits_.data(), dl_.data(), targets.data(),
+                                       N_, V_, Vp_);
+  });
+}
+
+void print_rows(const std::vector<Row>& rows, double step_s, double step_cpu) {
+  double total_wall = 0, total_cpu = 0;
+  for (const Row& r : rows) {
+    total_wall += r.wall;
+    total_cpu += r.cpu;
+  }
+  std::printf("\nkernel profile (model shapes, summed over layers):\n");
+  std::printf("  %-36s %10s %10s %7s\n", "", "wall ms", "CPU ms", "CPU %");
+  for (const Row& r : rows) {
+    std::printf("  %-36s %10.2f %10.2f %6.1f%%\n", r.name, r.wall * 1e3, r.cpu * 1e3,
+                100.0 * r.cpu / total_cpu);
+  }
+  std::printf("  %-36s %10.2f %10.2f  (measured step: %.2f wall, %.2f CPU)\n", "sum",
+              total_wall * 1e3, total_cpu * 1e3, step_s * 1e3, step_cpu * 1e3);
+}
+
+// Full steps (forward, backward, exchange, AdamW): wall seconds per step, CPU seconds in *cpu.
+double time_steps(railyard::CpuEngine& engine, const std::vector<int32_t>& tokens,
+                  const std::vector<int32_t>& targets, const Setup& s, double* cpu) {
+  const int B = s.opts.micro_batch, T = s.opts.seq;
+  auto step = [&] {
+    engine.zero_grad();
+    engine.forward_backward(tokens, targets, B, T, 1.0f, true);
+    engine.reduce_gradients();
+    engine.optimizer_step(railyard::AdamWParams{}, 1e-4f);
+  };
+  return seconds_of(step, s.steps, cpu);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace railyard;
-  GptConfig cfg;
-  cfg.layers = int_arg(argc, argv, "--layers", 4);
-  cfg.dim = int_arg(argc, argv, "--dim", 256);
-  cfg.heads = int_arg(argc, argv, "--heads", 4);
-  const int T = int_arg(argc, argv, "--seq", 256);
-  const int B = int_arg(argc, argv, "--batch", 4);
-  cfg.vocab = int_arg(argc, argv, "--vocab", 256);
-  cfg.padded_vocab = (cfg.vocab + 127) / 128 * 128;
-  cfg.max_seq = T;
-  const int steps = int_arg(argc, argv, "--steps", 5);
-  EngineOptions opts;
-  opts.micro_batch = B;
-  opts.seq = T;
-  opts.cpu_threads = int_arg(argc, argv, "--threads", 0);
-
+  const Setup s = parse(argc, argv);
+  const GptConfig& cfg = s.cfg;
+  const int B = s.opts.micro_batch, T = s.opts.seq;
   Communicator& comm = Communicator::world();
-  CpuEngine engine(cfg, opts, comm, 1);
+  CpuEngine engine(cfg, s.opts, comm, 1);
   const size_t n = static_cast<size_t>(B) * T;
   std::vector<int32_t> tokens(n), targets(n);
   std::mt19937 gen(1);
@@ -96,15 +247,8 @@ int main(int argc, char** argv) {
     std::printf("batch %d x seq %d = %zu tokens/step per rank, %d rank(s), %s\n", B, T, n,
                 comm.size(), engine.describe().c_str());
   }
-
-  auto step = [&] {
-    engine.zero_grad();
-    engine.forward_backward(tokens, targets, B, T, 1.0f, true);
-    engine.reduce_gradients();
-    engine.optimizer_step(AdamWParams{}, 1e-4f);
-  };
   double step_cpu = 0;
-  const double step_s = seconds_of(step, steps, &step_cpu);
+  const double step_s = time_steps(engine, tokens, targets, s, &step_cpu);
   const double tok_s = static_cast<double>(n) * comm.size() / step_s;
   if (root) {
     std::printf(
@@ -114,98 +258,22 @@ int main(int argc, char** argv) {
         tok_s * cfg.flops_per_token(T) / 1e9);
   }
   if (comm.size() > 1) {
-    const double reduce_s = seconds_of([&] { engine.reduce_gradients(); }, steps);
+    const double reduce_s = seconds_of([&] { engine.reduce_gradients(); }, s.steps);
     if (root) std::printf("gradient all-reduce alone: %.1f ms wall\n", reduce_s * 1e3);
     return 0;  // the kernel profile below is a one-rank measurement
   }
-  const double fwd_s = seconds_of([&] { engine.evaluate(tokens, targets, B, T); }, steps);
+  const double fwd_s = seconds_of([&] { engine.evaluate(tokens, targets, B, T); }, s.steps);
   std::printf("forward only: %.1f ms\n", fwd_s * 1e3);
 
-  // Per-kernel profile with the model's shapes.
-  const int N = B * T, C = cfg.dim, L = cfg.layers, H = cfg.heads, Vp = cfg.padded_vocab;
-  std::vector<float> x(static_cast<size_t>(N) * 4 * C, 0.01f), y(x.size()), w(16 * C * C, 0.01f),
-      bias(4 * C, 0.0f), dx(x.size()), dw(w.size()), db(bias.size()),
-      qkv(3 * static_cast<size_t>(N) * C), att(static_cast<size_t>(B) * H * T * T),
-      scratch(static_cast<size_t>(T) * T), logits(static_cast<size_t>(N) * Vp),
-      wte(static_cast<size_t>(Vp) * C, 0.01f), mean(N), rstd(N), losses(N), dl(N, 1.0f / N);
-  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = 0.001f * static_cast<float>(i % 97);
-  const int reps = std::max(1, steps);
-  struct Row {
-    const char* name;
-    double wall, cpu;
-  };
-  std::vector<Row> rows;
-  // Times f (the kernels of one layer, or of the head) and counts it `times` per step.
-  auto row = [&](const char* name, int times, const std::function<void()>& f) {
-    double cpu = 0;
-    const double wall = seconds_of(f, reps, &cpu);
-    rows.push_back({name, times * wall, times * cpu});
-  };
-  auto mm = [&](int ic, int oc) {
-    cpu::matmul_forward(y.data(), x.data(), w.data(), bias.data(), N, ic, oc);
-  };
-  auto mmb = [&](int ic, int oc) {
-    cpu::matmul_backward(dx.data(), dw.data(), db.data(), x.data(), y.data(), w.data(), N, ic, oc);
-  };
-  row("matmul fwd (qkv, proj, fc, fcproj)", L, [&] {
-    mm(C, 3 * C);
-    mm(C, C);
-    mm(C, 4 * C);
-    mm(4 * C, C);
-  });
-  row("matmul bwd", L, [&] {
-    mmb(C, 3 * C);
-    mmb(C, C);
-    mmb(C, 4 * C);
-    mmb(4 * C, C);
-  });
-  row("attention fwd", L,
-      [&] { cpu::attention_forward(y.data(), att.data(), qkv.data(), B, T, C, H); });
-  row("attention bwd", L, [&] {
-    cpu::attention_backward(dx.data(), scratch.data(), y.data(), qkv.data(), att.data(), B, T, C,
-                            H);
-  });
-  row("layernorm fwd+bwd", 2 * L + 1, [&] {
-    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N,
-                           C);
-    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), y.data(), x.data(), w.data(),
-                            mean.data(), rstd.data(), N, C);
-  });
-  row("gelu fwd+bwd", L, [&] {
-    cpu::gelu_forward(y.data(), x.data(), 4 * static_cast<int64_t>(N) * C);
-    cpu::gelu_backward(dx.data(), x.data(), y.data(), 4 * static_cast<int64_t>(N) * C);
-  });
-  row("residual fwd", 2 * L, [&] { cpu::residual_forward(y.data(), x.data(), y.data(), N * C); });
-  row("lm head matmul fwd+bwd", 1, [&] {
-    cpu::matmul_forward(logits.data(), x.data(), wte.data(), static_cast<const float*>(nullptr), N,
-                        C, Vp);
-    cpu::matmul_backward(dx.data(), wte.data(), static_cast<float*>(nullptr), logits.data(),
-                         x.data(), wte.data(), N, C, Vp);
-  });
-  row("softmax cross-entropy fwd+bwd", 1, [&] {
-    cpu::softmax_crossentropy_forward(losses.data(), logits.data(), logits.data(), targets.data(),
-                                      N, cfg.vocab, Vp);
-    cpu::softmax_crossentropy_backward(logits.data(), logits.data(), dl.data(), targets.data(), N,
-                                       cfg.vocab, Vp);
-  });
+  KernelProfile prof(cfg, B, T, std::max(1, s.steps));
+  prof.layers(cfg.layers);
+  prof.head(targets);
   std::vector<float> p(engine.layout().total()), g(p.size(), 1e-3f), m(p.size()), v(p.size());
-  row("adamw + grad norm", 1, [&] {
+  prof.row("adamw + grad norm", 1, [&] {
     adamw_step(engine.layout(), p.data(), g.data(), m.data(), v.data(), AdamWParams{}, 1e-4f, 1.0f,
                1);
     global_norm(g.data(), g.size());
   });
-  double total_wall = 0, total_cpu = 0;
-  for (const Row& r : rows) {
-    total_wall += r.wall;
-    total_cpu += r.cpu;
-  }
-  std::printf("\nkernel profile (model shapes, summed over layers):\n");
-  std::printf("  %-36s %10s %10s %7s\n", "", "wall ms", "CPU ms", "CPU %");
-  for (const Row& r : rows) {
-    std::printf("  %-36s %10.2f %10.2f %6.1f%%\n", r.name, r.wall * 1e3, r.cpu * 1e3,
-                100.0 * r.cpu / total_cpu);
-  }
-  std::printf("  %-36s %10.2f %10.2f  (measured step: %.2f wall, %.2f CPU)\n", "sum",
-              total_wall * 1e3, total_cpu * 1e3, step_s * 1e3, step_cpu * 1e3);
+  print_rows(prof.rows(), step_s, step_cpu);
   return 0;
 }
