@@ -11,7 +11,7 @@
 //
 //   checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]
 //                    [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024 (= max_seq)]
-//                    [--repeat 3] [--json FILE] [--mode bench|pattern --steps N]
+//                    [--repeat 3] [--json FILE] [--mode bench|pattern|load --steps N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -72,7 +72,7 @@ TrainProgress progress_at(int64_t step, const GptConfig& c) {
 constexpr const char* kUsage =
     "usage: checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]\n"
     "         [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024] [--repeat 3]\n"
-    "         [--json FILE] [--mode bench|pattern --steps N]\n"
+    "         [--json FILE] [--mode bench|pattern|load --steps N]\n"
     "bench (default): periodic-save stall (first, later), step time during a background write,\n"
     "sync save vs `dd oflag=direct`, load + verify vs a `dd` read, all in DIR; one JSON line to\n"
     "stdout and FILE. pattern: N small checkpoints of a known pattern for tests.\n";
@@ -153,6 +153,36 @@ double periodic_save(Engine& engine, CheckpointStore& store, int64_t step, const
                      progress_at(step, c));
   }
   return now() - t0;
+}
+
+// --mode load: the load + verify of the newest checkpoint in --dir (one --mode pattern wrote
+// at the same dims), `repeat` times, beside a warm dd read of it: the load path alone, on any
+// machine, without an engine or training steps.
+int run_load(const Options& o) {
+  const GptConfig& c = o.model;
+  CheckpointStore store(o.dir, 0, Communicator::world(), gpt_checkpoint_schema());
+  const std::vector<CheckpointInfo> all = store.list();
+  if (all.empty()) throw std::runtime_error("no checkpoint in " + o.dir + " (run --mode pattern)");
+  const CheckpointInfo& last = *std::max_element(
+      all.begin(), all.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  const std::string& newest = last.path;
+  run_dd("if=" + newest + " of=/dev/null bs=64M");
+  const double read_gbps = run_dd("if=" + newest + " of=/dev/null bs=64M");
+  const double gb = static_cast<double>(last.bytes) / 1e9;
+  std::vector<double> rates;
+  for (int r = 0; r < o.repeat; ++r) {
+    const double t0 = now();
+    const auto got = store.load_latest(gpt_attributes(c), nullptr);
+    const double secs = now() - t0;
+    if (!got || got->path != newest) throw std::runtime_error("did not load " + newest);
+    rates.push_back(gb / secs);
+    std::printf("load+verify %d: %.3f s, %.3f GB/s (page cache warm)\n", r + 1, secs, rates.back());
+  }
+  std::printf(
+      "{\"file_gb\": %.4f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
+      "\"load_vs_read_pct\": %.1f}\n",
+      gb, median(rates), read_gbps, median(rates) / read_gbps * 100);
+  return 0;
 }
 
 int run_bench(const Options& o) {
@@ -312,7 +342,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.dir.empty() || (o.mode != "bench" && o.mode != "pattern") || o.repeat < 1) {
+  if (o.dir.empty() || (o.mode != "bench" && o.mode != "pattern" && o.mode != "load") ||
+      o.repeat < 1) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
@@ -328,7 +359,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    return run_bench(o);
+    return o.mode == "load" ? run_load(o) : run_bench(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "checkpoint_bench: %s\n", e.what());
     return 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -249,11 +250,13 @@ double model_elements(const CheckpointSchema& schema, const Attributes& model) {
 }
 
 // The /params, /adam/m and /adam/v tensors of `layout`: their structure and extents, and with
-// kFull their bytes into `s` (sized here), verified against their checksums and value ranges.
+// kFull their bytes into `s` (sized here unless its arrays already hold layout.total zeros each),
+// verified against their checksums and value ranges.
 void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout,
                   uint64_t file_bytes, Depth depth, ModelState& s) {
   const bool full = depth == Depth::kFull;
-  if (full) {
+  if (full && !(s.params.size() == layout.total && s.m.size() == layout.total &&
+                s.v.size() == layout.total)) {
     assign_zeroed({&s.params, &s.m, &s.v}, layout.total);
   }
   struct Part {
@@ -307,8 +310,9 @@ void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout,
   });
 }
 
+// `arrays`: zeroed arrays for the tensors when the caller has them (read_checkpoint), or empty.
 LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& schema,
-                           const Attributes* expect, Depth depth) {
+                           const Attributes* expect, Depth depth, ModelState arrays = {}) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) throw std::runtime_error(std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw std::runtime_error("not a regular file");
@@ -352,6 +356,7 @@ LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& sche
   read_verified(f, "rng_state", rng_dims, H5T_INTEGER, 8, H5T_NATIVE_UINT64, p.rng_state.data());
 
   ModelState& s = out.state;
+  s = std::move(arrays);
   s.shard_begin = 0;
   s.shard_end = layout.total;
   s.adam_step = meta.adam_step;
@@ -365,7 +370,8 @@ LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& sche
 
 // read_file to `depth` in a forked child (isolated_read.hpp). Never throws for a bad file.
 CheckpointCheck check_in_child(const std::string& path, const CheckpointSchema& schema,
-                               const Attributes* expect, Depth depth) {
+                               const Attributes* expect, Depth depth,
+                               const std::function<void()>& meanwhile = nullptr) {
   CheckpointCheck out;
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
@@ -378,9 +384,9 @@ CheckpointCheck check_in_child(const std::string& path, const CheckpointSchema& 
   }
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
-  const isolated::Outcome r = isolated::run(static_cast<uint64_t>(st.st_size), [&] {
-    return read_file(path, schema, expect, depth).progress.step;
-  });
+  const isolated::Outcome r = isolated::run(
+      static_cast<uint64_t>(st.st_size),
+      [&] { return read_file(path, schema, expect, depth).progress.step; }, meanwhile);
   out.valid = r.ok;
   out.step = r.step;
   if (!r.ok) out.error = path + ": " + r.error;
@@ -399,12 +405,24 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const CheckpointSchema
   // A file that crashes or exhausts HDF5 fails in a child first, which parses all of it that
   // HDF5 parses; the same bytes then parse the same way here. The raw tensor bytes, which HDF5
   // does not parse, are read only here, once, and verified here (checksums, values).
-  const CheckpointCheck checked = check_in_child(path, schema, expect, Depth::kStructure);
+  // The expected model's arrays are allocated and faulted in meanwhile: that needs nothing from
+  // the file, and they reach the caller only filled by the read and after every check passed.
+  ModelState arrays;
+  auto allocate = [&] {
+    try {
+      assign_zeroed({&arrays.params, &arrays.m, &arrays.v}, schema.tensors(*expect).total);
+    } catch (const std::exception&) {
+      arrays = ModelState{};  // read_tensors allocates again and names the file if it fails
+    }
+  };
+  const CheckpointCheck checked =
+      check_in_child(path, schema, expect, Depth::kStructure,
+                     expect != nullptr ? std::function<void()>(allocate) : nullptr);
   if (!checked.valid) throw CheckpointError(checked.error);
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
   try {
-    return read_file(path, schema, expect, Depth::kFull);
+    return read_file(path, schema, expect, Depth::kFull, std::move(arrays));
   } catch (const std::exception& e) {
     throw CheckpointError(path + ": " + e.what());
   }

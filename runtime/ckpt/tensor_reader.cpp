@@ -91,8 +91,8 @@ void read_tensors_verified(const std::string& path, const std::vector<TensorRead
       errors[order[k]] = read_one(fd, reads, order[k], check);
     }
   };
-  const size_t nthreads =
-      std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::min<size_t>(8, reads.size()));
+  const size_t nthreads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1,
+                                             std::min<size_t>(16, reads.size()));
   std::vector<std::thread> threads;
   for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(work);
   work();
