@@ -155,34 +155,135 @@ double periodic_save(Engine& engine, CheckpointStore& store, int64_t step, const
   return now() - t0;
 }
 
+// Loads and verifies the newest checkpoint `repeat` times after a warm dd read of it (the
+// saves wrote around the page cache: the first read brings the file in, so both are measured
+// warm): the median load GB/s and the read's.
+struct LoadFigures {
+  double load_gbps, read_gbps;
+};
+LoadFigures measure_load(CheckpointStore& store, const GptConfig& c, const std::string& newest,
+                         double gb, int repeat) {
+  run_dd("if=" + newest + " of=/dev/null bs=64M");
+  const double read_gbps = run_dd("if=" + newest + " of=/dev/null bs=64M");
+  std::printf("dd read of %s (page cache warm): %.3f GB/s\n", newest.c_str(), read_gbps);
+  std::vector<double> rates;
+  for (int r = 0; r < repeat; ++r) {
+    const double t0 = now();
+    const auto got = store.load_latest(gpt_attributes(c), nullptr);
+    const double secs = now() - t0;
+    if (!got || got->path != newest) {
+      throw std::runtime_error("loaded " + (got ? got->path : "nothing") + ", not " + newest);
+    }
+    rates.push_back(gb / secs);
+    std::printf("load+verify %d: %.3f s, %.3f GB/s (page cache warm)\n", r + 1, secs, rates.back());
+  }
+  return {median(rates), read_gbps};
+}
+
 // --mode load: the load + verify of the newest checkpoint in --dir (one --mode pattern wrote
 // at the same dims), `repeat` times, beside a warm dd read of it: the load path alone, on any
 // machine, without an engine or training steps.
 int run_load(const Options& o) {
-  const GptConfig& c = o.model;
   CheckpointStore store(o.dir, 0, Communicator::world(), gpt_checkpoint_schema());
   const std::vector<CheckpointInfo> all = store.list();
   if (all.empty()) throw std::runtime_error("no checkpoint in " + o.dir + " (run --mode pattern)");
   const CheckpointInfo& last = *std::max_element(
       all.begin(), all.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
-  const std::string& newest = last.path;
-  run_dd("if=" + newest + " of=/dev/null bs=64M");
-  const double read_gbps = run_dd("if=" + newest + " of=/dev/null bs=64M");
   const double gb = static_cast<double>(last.bytes) / 1e9;
-  std::vector<double> rates;
-  for (int r = 0; r < o.repeat; ++r) {
-    const double t0 = now();
-    const auto got = store.load_latest(gpt_attributes(c), nullptr);
-    const double secs = now() - t0;
-    if (!got || got->path != newest) throw std::runtime_error("did not load " + newest);
-    rates.push_back(gb / secs);
-    std::printf("load+verify %d: %.3f s, %.3f GB/s (page cache warm)\n", r + 1, secs, rates.back());
-  }
+  const LoadFigures f = measure_load(store, o.model, last.path, gb, o.repeat);
   std::printf(
       "{\"file_gb\": %.4f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
       "\"load_vs_read_pct\": %.1f}\n",
-      gb, median(rates), read_gbps, median(rates) / read_gbps * 100);
+      gb, f.load_gbps, f.read_gbps, f.load_gbps / f.read_gbps * 100);
   return 0;
+}
+
+// Periodic background saves, `repeat` of them, with steps running while each writes: the
+// stalls, and the step times without and during a write.
+struct PeriodicFigures {
+  std::vector<double> stalls, quiet, during;
+};
+PeriodicFigures measure_periodic(Engine& engine, CheckpointStore& store, Runner& run,
+                                 const GptConfig& c, int repeat) {
+  PeriodicFigures f;
+  for (int i = 0; i < 3; ++i) run.step();  // warm-up
+  for (int i = 0; i < 10; ++i) f.quiet.push_back(run.step());
+  for (int r = 0; r < repeat; ++r) {
+    f.stalls.push_back(periodic_save(engine, store, run.done(), c));
+    std::vector<double> these;
+    while (!store.background_finished()) these.push_back(run.step());
+    const auto res = store.wait();
+    std::printf(
+        "periodic save %d: stall %.2f ms | background write %.3f s durable (%.3f GB/s) | %zu "
+        "steps during it, median %.1f ms (quiet %.1f ms)\n",
+        r + 1, f.stalls.back() * 1e3, res->seconds, res->bytes / res->seconds / 1e9, these.size(),
+        median(these) * 1e3, median(f.quiet) * 1e3);
+    f.during.insert(f.during.end(), these.begin(), these.end());
+    for (int i = 0; i < 5; ++i) f.quiet.push_back(run.step());
+  }
+  return f;
+}
+
+// Synchronous durable saves (as on a signal), `repeat` of them: the median GB/s; *newest
+// receives the last file's path.
+double measure_sync(Engine& engine, CheckpointStore& store, Runner& run, const GptConfig& c,
+                    int repeat, double dd_gbps, std::string* newest) {
+  std::vector<double> rates;
+  for (int r = 0; r < repeat; ++r) {
+    run.step();
+    std::shared_ptr<StateSnapshot> live = engine.snapshot_state(false);
+    SaveResult res = live ? store.save(gpt_stored_tensors(engine.layout()), gpt_attributes(c),
+                                       *live, progress_at(run.done(), c))
+                          : [&] {
+                              ModelState st;
+                              engine.save_state(st);
+                              return store.save(gpt_stored_tensors(engine.layout()),
+                                                gpt_attributes(c), st, progress_at(run.done(), c));
+                            }();
+    rates.push_back(res.bytes / res.seconds / 1e9);
+    *newest = res.path;
+    std::printf("sync save %d: %.3f s durable, %.3f GB/s (%.0f%% of dd)%s\n", r + 1, res.seconds,
+                rates.back(), rates.back() / dd_gbps * 100,
+                res.direct_io ? "" : " (page cache: O_DIRECT refused)");
+  }
+  return median(rates);
+}
+
+// The disk's own direct-write rate, same directory, same call (as much data as a save).
+double measure_dd_direct(const std::string& dir, double gb) {
+  const int count = std::max(1, static_cast<int>(gb * 1e9 / (64 << 20)));
+  const double gbps = run_dd("if=/dev/zero of=" + dir +
+                             "/ddtest bs=64M count=" + std::to_string(count) + " oflag=direct");
+  std::remove((dir + "/ddtest").c_str());
+  std::printf("dd oflag=direct, %d x 64 MiB: %.3f GB/s\n", count, gbps);
+  return gbps;
+}
+
+void print_json(const Options& o, const Engine& engine, double gb, const PeriodicFigures& p,
+                double sync_gbps, double dd_gbps, const LoadFigures& l) {
+  // null when the writes were shorter than a step: not measured, rather than 0%.
+  char during_ms[32] = "null", slowdown[32] = "null";
+  if (!p.during.empty()) {
+    std::snprintf(during_ms, sizeof during_ms, "%.2f", median(p.during) * 1e3);
+    std::snprintf(slowdown, sizeof slowdown, "%.2f",
+                  (median(p.during) / median(p.quiet) - 1) * 100);
+  }
+  const double stall_later = p.stalls.size() > 1
+                                 ? median(std::vector<double>(p.stalls.begin() + 1, p.stalls.end()))
+                                 : p.stalls.front();
+  char json[1024];
+  std::snprintf(json, sizeof json,
+                "{\"engine\": \"%s\", \"state_gb\": %.4f, \"stall_ms_first\": %.3f, "
+                "\"stall_ms_later\": %.3f, \"step_ms_quiet\": %.2f, \"step_ms_during_write\": "
+                "%s, \"step_slowdown_pct\": %s, \"sync_gbps\": %.3f, \"dd_direct_gbps\": "
+                "%.3f, \"sync_vs_dd_pct\": %.1f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
+                "\"load_vs_read_pct\": %.1f}\n",
+                engine.describe().c_str(), gb, p.stalls.front() * 1e3, stall_later * 1e3,
+                median(p.quiet) * 1e3, during_ms, slowdown, sync_gbps, dd_gbps,
+                sync_gbps / dd_gbps * 100, l.load_gbps, l.read_gbps,
+                l.load_gbps / l.read_gbps * 100);
+  std::printf("%s", json);
+  if (!o.json.empty()) std::ofstream(o.json) << json;
 }
 
 int run_bench(const Options& o) {
@@ -200,98 +301,18 @@ int run_bench(const Options& o) {
               engine->checkpoint_note().empty() ? "" : " | ", engine->checkpoint_note().c_str(), gb,
               o.batch, o.seq, o.dir.c_str());
   CheckpointStore store(o.dir, 2, comm, gpt_checkpoint_schema());
-
-  // The disk's own direct-write rate, same directory, same call (as much data as a save).
-  const int dd_count = std::max(1, static_cast<int>(gb * 1e9 / (64 << 20)));
-  const double dd_gbps =
-      run_dd("if=/dev/zero of=" + o.dir + "/ddtest bs=64M count=" + std::to_string(dd_count) +
-             " oflag=direct");
-  std::remove((o.dir + "/ddtest").c_str());
-  std::printf("dd oflag=direct, %d x 64 MiB: %.3f GB/s\n", dd_count, dd_gbps);
-
+  const double dd_gbps = measure_dd_direct(o.dir, gb);
   Runner run(o, *engine);
-  for (int i = 0; i < 3; ++i) run.step();  // warm-up
-  std::vector<double> quiet, during, stalls;
-  for (int i = 0; i < 10; ++i) quiet.push_back(run.step());
-  for (int r = 0; r < o.repeat; ++r) {
-    stalls.push_back(periodic_save(*engine, store, run.done(), c));
-    std::vector<double> these;
-    while (!store.background_finished()) these.push_back(run.step());
-    const auto res = store.wait();
-    std::printf(
-        "periodic save %d: stall %.2f ms | background write %.3f s durable (%.3f GB/s) | %zu "
-        "steps during it, median %.1f ms (quiet %.1f ms)\n",
-        r + 1, stalls.back() * 1e3, res->seconds, res->bytes / res->seconds / 1e9, these.size(),
-        median(these) * 1e3, median(quiet) * 1e3);
-    during.insert(during.end(), these.begin(), these.end());
-    for (int i = 0; i < 5; ++i) quiet.push_back(run.step());
-  }
-  // null in the JSON when the writes were shorter than a step: not measured, rather than 0%.
-  char during_ms[32] = "null", slowdown[32] = "null";
-  if (!during.empty()) {
-    std::snprintf(during_ms, sizeof during_ms, "%.2f", median(during) * 1e3);
-    std::snprintf(slowdown, sizeof slowdown, "%.2f", (median(during) / median(quiet) - 1) * 100);
-  }
-
-  std::vector<double> sync_rates;
+  const PeriodicFigures periodic = measure_periodic(*engine, store, run, c, o.repeat);
   std::string newest;
-  for (int r = 0; r < o.repeat; ++r) {
-    run.step();
-    std::shared_ptr<StateSnapshot> live = engine->snapshot_state(false);
-    SaveResult res = live ? store.save(gpt_stored_tensors(engine->layout()), gpt_attributes(c),
-                                       *live, progress_at(run.done(), c))
-                          : [&] {
-                              ModelState st;
-                              engine->save_state(st);
-                              return store.save(gpt_stored_tensors(engine->layout()),
-                                                gpt_attributes(c), st, progress_at(run.done(), c));
-                            }();
-    sync_rates.push_back(res.bytes / res.seconds / 1e9);
-    newest = res.path;
-    std::printf("sync save %d: %.3f s durable, %.3f GB/s (%.0f%% of dd)%s\n", r + 1, res.seconds,
-                sync_rates.back(), sync_rates.back() / dd_gbps * 100,
-                res.direct_io ? "" : " (page cache: O_DIRECT refused)");
-  }
-  // The save wrote around the page cache (O_DIRECT): one read brings the file in, so the load
-  // and the read below are both measured warm, from the same cache.
-  run_dd("if=" + newest + " of=/dev/null bs=64M");
-  const double read_gbps = run_dd("if=" + newest + " of=/dev/null bs=64M");
-  std::printf("dd read of %s (page cache warm): %.3f GB/s\n", newest.c_str(), read_gbps);
-  std::vector<double> load_rates;
-  for (int r = 0; r < o.repeat; ++r) {
-    const double t0 = now();
-    const auto got = store.load_latest(gpt_attributes(c), nullptr);
-    load_rates.push_back(gb / (now() - t0));
-    if (!got || got->path != newest) {
-      throw std::runtime_error("loaded " + (got ? got->path : "nothing") + ", not " + newest);
-    }
-    std::printf("load+verify %d: %.3f s, %.3f GB/s (page cache warm)\n", r + 1, now() - t0,
-                load_rates.back());
-  }
-
-  const double stall_later = stalls.size() > 1
-                                 ? median(std::vector<double>(stalls.begin() + 1, stalls.end()))
-                                 : stalls.front();
-  const double sync_gbps = median(sync_rates), load_gbps = median(load_rates);
-  char json[1024];
-  std::snprintf(json, sizeof json,
-                "{\"engine\": \"%s\", \"state_gb\": %.4f, \"stall_ms_first\": %.3f, "
-                "\"stall_ms_later\": %.3f, \"step_ms_quiet\": %.2f, \"step_ms_during_write\": "
-                "%s, \"step_slowdown_pct\": %s, \"sync_gbps\": %.3f, \"dd_direct_gbps\": "
-                "%.3f, \"sync_vs_dd_pct\": %.1f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
-                "\"load_vs_read_pct\": %.1f}\n",
-                engine->describe().c_str(), gb, stalls.front() * 1e3, stall_later * 1e3,
-                median(quiet) * 1e3, during_ms, slowdown, sync_gbps, dd_gbps,
-                sync_gbps / dd_gbps * 100, load_gbps, read_gbps, load_gbps / read_gbps * 100);
-  std::printf("%s", json);
-  if (!o.json.empty()) std::ofstream(o.json) << json;
+  const double sync_gbps = measure_sync(*engine, store, run, c, o.repeat, dd_gbps, &newest);
+  const LoadFigures load = measure_load(store, c, newest, gb, o.repeat);
+  print_json(o, *engine, gb, periodic, sync_gbps, dd_gbps, load);
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
+// Fills `o` from the command line; an exit code when the run ends here (--help, a bad argument).
+std::optional<int> parse(int argc, char** argv, Options& o) {
   GptConfig& c = o.model;
   c.vocab = 50257;
   c.max_seq = 1024;
@@ -349,15 +370,25 @@ int main(int argc, char** argv) {
   }
   c.padded_vocab = (c.vocab + 63) / 64 * 64;
   c.validate();
-  if (o.mode == "pattern") {
-    const ParamLayout layout = gpt_param_layout(c);
-    CheckpointStore store(o.dir, 0, Communicator::world(), gpt_checkpoint_schema());
-    for (int64_t step = 1; step <= o.steps; ++step) {
-      store.save(gpt_stored_tensors(layout), gpt_attributes(c), pattern_state(layout, step),
-                 progress_at(step, c));
-    }
-    return 0;
+  return std::nullopt;
+}
+
+int write_patterns(const Options& o) {
+  const ParamLayout layout = gpt_param_layout(o.model);
+  CheckpointStore store(o.dir, 0, Communicator::world(), gpt_checkpoint_schema());
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    store.save(gpt_stored_tensors(layout), gpt_attributes(o.model), pattern_state(layout, step),
+               progress_at(step, o.model));
   }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const std::optional<int> code = parse(argc, argv, o)) return *code;
+  if (o.mode == "pattern") return write_patterns(o);
   try {
     return o.mode == "load" ? run_load(o) : run_bench(o);
   } catch (const std::exception& e) {
