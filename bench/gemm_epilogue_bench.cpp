@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "bias_grad_kernels.hpp"
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
@@ -66,12 +67,7 @@ struct Options {
 };
 
 int positive(const std::string& flag, const char* value) {
-  char* end = nullptr;
-  const long v = std::strtol(value, &end, 10);
-  if (end == value || *end != '\0' || v <= 0 || v > (1 << 20)) {
-    throw std::invalid_argument(flag + " " + value + ": expected a positive integer");
-  }
-  return static_cast<int>(v);
+  return railyard::bench::positive(flag, value, 1 << 20);
 }
 
 Options parse(int argc, char** argv) {

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "gemm_algo_json.hpp"
@@ -58,12 +59,7 @@ struct Options {
 };
 
 int positive(const std::string& flag, const char* value) {
-  char* end = nullptr;
-  const long v = std::strtol(value, &end, 10);
-  if (end == value || *end != '\0' || v <= 0 || v > (1 << 24)) {
-    throw std::invalid_argument(flag + " " + value + ": expected a positive integer");
-  }
-  return static_cast<int>(v);
+  return railyard::bench::positive(flag, value, 1 << 24);
 }
 
 void check(const Options& o) {
