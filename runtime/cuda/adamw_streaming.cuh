@@ -1,7 +1,8 @@
 #pragma once
 // AdamW's update of one element, and a kernel that applies it to the flat state in the shape of
-// a memory stream, in shapes the AdamW bench (bench/adamw_bench.cpp) times against the engine's
-// kernel. Every shape has the same arithmetic per element, so every shape gives the same bits.
+// a memory stream: the engine runs one shape (adamw_kernels.cu), the AdamW bench
+// (bench/adamw_bench.cpp) times several. Every shape has the same arithmetic per element, so
+// every shape gives the same bits.
 // The update moves about 30 bytes per element and computes little: its speed is the rate at
 // which the memory takes in and gives out 16-byte vectors.
 
