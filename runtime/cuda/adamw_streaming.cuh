@@ -52,14 +52,10 @@ __device__ __forceinline__ void store4(float* p, float4 x) {
 // Four new weights into the compute copy: 8 bytes in bf16, rounded as from_f rounds one.
 template <bool kStream>
 __device__ __forceinline__ void store4(__nv_bfloat16* p, float4 x) {
-  __nv_bfloat162 lo, hi;
-  lo.x = from_f<__nv_bfloat16>(x.x);
-  lo.y = from_f<__nv_bfloat16>(x.y);
-  hi.x = from_f<__nv_bfloat16>(x.z);
-  hi.y = from_f<__nv_bfloat16>(x.w);
+  auto bits = [](float f) { return uint32_t(__bfloat16_as_ushort(from_f<__nv_bfloat16>(f))); };
   uint2 u;
-  u.x = *reinterpret_cast<uint32_t*>(&lo);
-  u.y = *reinterpret_cast<uint32_t*>(&hi);
+  u.x = bits(x.x) | bits(x.y) << 16;  // little-endian: the lower address in the lower half
+  u.y = bits(x.z) | bits(x.w) << 16;
   uint2* q = reinterpret_cast<uint2*>(p);
   if constexpr (kStream) {
     __stcs(q, u);
