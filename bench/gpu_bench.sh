@@ -296,7 +296,7 @@ stage_adamw() {
   ninja -C "$BUILD" -j16 adamw_bench > "$W/build-adamw.log" 2>&1 \
     || { grep -E "error|FAILED" "$W/build-adamw.log" | head -30; return 1; }
   rm -f "$W/adamw.json"
-  timeout 200 "$BUILD/bench/adamw_bench" --warmup 5 --reps 30 --json "$W/adamw.json" 2>&1 \
+  timeout 200 "$BUILD/bench/adamw_bench" --warmup 5 --reps 50 --json "$W/adamw.json" 2>&1 \
     | tee "$W/adamw.log"
   [ -s "$W/adamw.json" ] && stamp_result adamw.json
   return 0
