@@ -260,7 +260,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   locate_params();
   shard_params();
 
-  RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  RY_CUDA(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, main_stream_priority()));
   side_ = std::make_unique<SideStream>();
   mm_ = std::make_unique<Matmul>();
   plan_memory();

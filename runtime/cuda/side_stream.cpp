@@ -4,8 +4,19 @@
 
 namespace railyard::cuda {
 
+int main_stream_priority() {
+  int least = 0, greatest = 0;
+  RY_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  // Greater priorities are smaller numbers.
+  return greatest < least ? least - 1 : least;
+}
+
 SideStream::SideStream() {
-  RY_CUDA(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  // The least priority: where both streams have blocks waiting, the main stream's (the step's
+  // critical path) start first, and the side stream's fill what is left.
+  int least = 0, greatest = 0;
+  RY_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  RY_CUDA(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least));
   RY_CUDA(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
 }
