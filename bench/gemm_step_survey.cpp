@@ -9,11 +9,11 @@
 // poisoned (NaN) between them (products with beta != 0 get their initial D back instead), and
 // the largest difference from the heuristic's first (max |d| / max |first|). A candidate whose
 // median of 3 launches is over --screen times the first's is "screened": not timed further nor
-// checked, never picked. Per product the pick, by a fixed rule: the fastest candidate with the
-// same bits every run, within --max-diff of the first and at least 3% faster than it; else the
-// first. Then the step's time in products, first vs picks (each product times its calls per
-// step). The picks are what runtime/cuda's pin table takes (bench/gemm_pins_from_survey.py
-// prints its entries).
+// checked, never picked; so is one cuBLASLt refuses to launch (its "error"). Per product the pick,
+// by a fixed rule: the fastest candidate with the same bits every run, within --max-diff of the
+// first and at least 3% faster than it; else the first. Then the step's time in products, first vs
+// picks (each product times its calls per step). The picks are what runtime/cuda's pin table takes
+// (bench/gemm_pins_from_survey.py prints its entries).
 //
 //   gemm_step_survey [--batch 16 --seq 1024 --dim 768 --vocab 50304 --layers 12
 //                     --head-chunk 4096] [--warmup 3 --reps 20 --candidates 128
@@ -96,8 +96,9 @@ double number(const std::string& flag, const char* v, double lo, double hi) {
   char* end = nullptr;
   const double x = std::strtod(v, &end);
   if (end == v || *end != '\0' || !(x >= lo && x < hi)) {
-    throw std::invalid_argument(flag + " " + v + ": expected a number in [" + std::to_string(lo) +
-                                ", " + std::to_string(hi) + ")");
+    char range[64];
+    std::snprintf(range, sizeof range, "[%g, %g)", lo, hi);
+    throw std::invalid_argument(flag + " " + v + ": expected a number in " + range);
   }
   return x;
 }
@@ -394,12 +395,13 @@ size_t pick(const json& cands, double max_diff) {
 }
 
 void print_candidate(size_t i, const json& c, double flops) {
-  const bool screened = c["screened"].get<bool>();
+  const bool screened = c["screened"].get<bool>(), failed = c.contains("error");
   std::printf("  #%-3zu %-4s %9.4f %9.4f %7.1f  %-4s %9.2e  %s ws %zu\n", i,
               c["source"].get<std::string>() == "heuristic" ? "heur" : "enum",
               c["median_ms"].get<double>(), c["min_ms"].get<double>(),
               flops / (c["median_ms"].get<double>() * 1e9),
-              screened                     ? "slow"
+              failed                       ? "FAIL"
+              : screened                   ? "slow"
               : c["same_bits"].get<bool>() ? "yes"
                                            : "NO",
               c["rel_diff_vs_first"].get<double>(), c["config"].get<std::string>().c_str(),
@@ -458,11 +460,21 @@ json survey_product(Matmul& mm, const ProductSpec& s, const Options& o, double s
   double first_ms = 0;
   for (size_t i = 0; i < found.size(); ++i) {
     if (i > 0 && std::chrono::duration<double>(Clock::now() - start).count() > seconds) break;
-    const Measured m = measure(mm, ops, found[i].first.algo, first_ms, copies, o, stream);
-    if (i == 0) first_ms = m.median_ms;
     json c = describe(found[i].first);
     c["rank"] = i;
     c["source"] = found[i].second ? "enumerated" : "heuristic";
+    Measured m;
+    try {
+      m = measure(mm, ops, found[i].first.algo, first_ms, copies, o, stream);
+    } catch (const std::runtime_error& e) {
+      // cublasLtMatmulAlgoCheck passing does not promise a launch: an enumerated configuration
+      // cuBLASLt then refuses is recorded, never picked. The heuristic's first must run.
+      if (i == 0) throw;
+      RY_CUDA(cudaStreamSynchronize(stream));
+      m.same_bits = false, m.screened = true;
+      c["error"] = e.what();
+    }
+    if (i == 0) first_ms = m.median_ms;
     c["median_ms"] = m.median_ms;
     c["min_ms"] = m.min_ms;
     c["same_bits"] = m.same_bits;
