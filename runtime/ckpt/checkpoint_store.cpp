@@ -244,22 +244,25 @@ void bcast_progress(Communicator& comm, TrainProgress& p) {
 
 // Collective: whether every rank sees the files rank 0 creates in `dir` (one filesystem for the
 // job, or ranks on one node), which background saves of ZeRO shards need (moment_parts.hpp).
-// Throws when rank 0 cannot create the probe file.
+// False too when rank 0 cannot create the probe (a read-only directory): saves then fail with
+// their own reasons, as they did before the probe.
 bool every_rank_sees(Communicator& comm, const std::string& dir) {
   long pid = static_cast<long>(getpid());
   comm.broadcast(&pid, sizeof pid, 0);
   const std::string probe =
       dir + "/." + ckpt_format::file_name(0) + ".tmp-probe" + std::to_string(pid);
-  std::string error;
+  int created = 0;
   if (comm.rank() == 0) {
     try {
       remove_file(probe);
       create_private_file(probe);
-    } catch (const std::exception& e) {
-      error = e.what();
+      created = 1;
+    } catch (const std::exception&) {
+      created = 0;
     }
   }
-  raise_if_any(&comm, error);
+  comm.broadcast(&created, sizeof created, 0);
+  if (created == 0) return false;
   const int64_t sees = access(probe.c_str(), F_OK) == 0 ? 1 : 0;
   const bool all = comm.allreduce_min(sees) == 1;
   if (comm.rank() == 0) remove_file(probe);

@@ -104,7 +104,9 @@ TEST_F(Sharded, AsyncSaveEqualsTheSyncSave) {
   EXPECT_EQ(a.state.params, b.state.params);
   EXPECT_EQ(a.state.m, b.state.m);
   EXPECT_EQ(a.state.v, b.state.v);
-  if (comm_.rank() == 0) EXPECT_TRUE(temporaries().empty());
+  if (comm_.rank() == 0) {
+    EXPECT_TRUE(temporaries().empty());
+  }
 }
 
 // A background save of shards is collected at the step boundaries (background_finished) as the
@@ -126,7 +128,9 @@ TEST_F(Sharded, AsyncSaveFinishesAtStepBoundaries) {
   ASSERT_TRUE(spare.has_value());
   EXPECT_EQ(spare->m, shard().m);
   EXPECT_EQ(spare->shard_begin, shard().shard_begin);
-  if (comm_.rank() == 0) EXPECT_TRUE(temporaries().empty());
+  if (comm_.rank() == 0) {
+    EXPECT_TRUE(temporaries().empty());
+  }
 }
 
 // What a kill -9 during a background save leaves (the parts and rank 0's temporary file) is not
@@ -144,7 +148,9 @@ TEST_F(Sharded, AKilledAsyncSaveLeavesThePreviousCheckpointNewest) {
   }
   comm_.barrier();
   CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
-  if (comm_.rank() == 0) EXPECT_TRUE(temporaries().empty());
+  if (comm_.rank() == 0) {
+    EXPECT_TRUE(temporaries().empty());
+  }
   const auto got = store.load_latest(gpt_attributes(model_), nullptr);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->progress.step, 4);
