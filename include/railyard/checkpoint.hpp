@@ -148,9 +148,9 @@ class CheckpointStore {
   bool background_finished();
 
   // The ModelState handed to the last save_async, once no background save reads it (after
-  // wait() on the ranks that write from it, at once on the others), so the caller can snapshot into its already
-  // allocated buffers next time instead of faulting in fresh ones; its contents are that
-  // snapshot. nullopt when there is none. Not collective.
+  // wait() on the ranks that write from it, at once on the others), so the caller can snapshot into
+  // its already allocated buffers next time instead of faulting in fresh ones; its contents are
+  // that snapshot. nullopt when there is none. Not collective.
   std::optional<ModelState> take_spare();
 
   // Newest first, each fully verified (not collective; any rank may call it).
