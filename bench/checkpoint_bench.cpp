@@ -6,12 +6,14 @@
 //   - takes synchronous saves (as on a signal), durable: GB/s against `dd oflag=direct` on the
 //     same directory in the same call;
 //   - loads and verifies the newest checkpoint: GB/s against reading the file with `dd`.
+// --mode shards (under mpirun, no engine): the periodic-save stall of ZeRO-1 moment shards, each
+// rank holding the params and 1/world of m and v as a `--zero 1` run does.
 // Also writes small checkpoints with a known pattern for tests (--mode pattern,
 // tests/integration/ckpt_h5py_reads.py).
 //
 //   checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]
 //                    [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024 (= max_seq)]
-//                    [--repeat 3] [--json FILE] [--mode bench|pattern|load --steps N]
+//                    [--repeat 3] [--json FILE] [--mode bench|pattern|load|shards --steps N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +26,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
@@ -72,10 +76,11 @@ TrainProgress progress_at(int64_t step, const GptConfig& c) {
 constexpr const char* kUsage =
     "usage: checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]\n"
     "         [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024] [--repeat 3]\n"
-    "         [--json FILE] [--mode bench|pattern|load --steps N]\n"
+    "         [--json FILE] [--mode bench|pattern|load|shards --steps N]\n"
     "bench (default): periodic-save stall (first, later), step time during a background write,\n"
     "sync save vs `dd oflag=direct`, load + verify vs a `dd` read, all in DIR; one JSON line to\n"
-    "stdout and FILE. pattern: N small checkpoints of a known pattern for tests.\n";
+    "stdout and FILE. pattern: N small checkpoints of a known pattern for tests.\n"
+    "shards (under mpirun): the periodic-save stall with ZeRO-1 moment shards on every rank.\n";
 
 struct Options {
   GptConfig model;
@@ -363,7 +368,8 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       return 2;
     }
   }
-  if (o.dir.empty() || (o.mode != "bench" && o.mode != "pattern" && o.mode != "load") ||
+  if (o.dir.empty() ||
+      (o.mode != "bench" && o.mode != "pattern" && o.mode != "load" && o.mode != "shards") ||
       o.repeat < 1) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
@@ -383,6 +389,74 @@ int write_patterns(const Options& o) {
   return 0;
 }
 
+// This rank's ZeRO-1 shard of the pattern state: the params whole, m and v over its 1/world.
+ModelState pattern_shard(const ParamLayout& layout, const Communicator& comm) {
+  ModelState s = pattern_state(layout, 1);
+  const size_t n = layout.total(), w = static_cast<size_t>(comm.size());
+  const size_t r = static_cast<size_t>(comm.rank());
+  s.shard_begin = n * r / w;
+  s.shard_end = n * (r + 1) / w;
+  s.m.assign(s.m.begin() + static_cast<std::ptrdiff_t>(s.shard_begin),
+             s.m.begin() + static_cast<std::ptrdiff_t>(s.shard_end));
+  s.v.assign(s.v.begin() + static_cast<std::ptrdiff_t>(s.shard_begin),
+             s.v.begin() + static_cast<std::ptrdiff_t>(s.shard_end));
+  return s;
+}
+
+// --mode shards: `repeat` periodic saves as the trainer takes them without a device snapshot
+// (the state copied into the previous save's buffers, then save_async); 10 ms stand-in steps,
+// each ending at a step boundary (background_finished), until the save is durable. The stall is
+// the slowest rank's.
+int run_shards(const Options& o) {
+  Communicator& comm = Communicator::world();
+  const ParamLayout layout = gpt_param_layout(o.model);
+  const ModelState live = pattern_shard(layout, comm);
+  CheckpointStore store(o.dir, 2, comm, gpt_checkpoint_schema());
+  std::vector<double> stalls, calls;  // the slowest rank's, ms
+  auto slowest = [&](double secs) {
+    return static_cast<double>(comm.allreduce_max(static_cast<int64_t>(secs * 1e6))) / 1e3;
+  };
+  for (int i = 0; i < o.repeat; ++i) {
+    comm.barrier();
+    const double t0 = now();
+    ModelState st = store.take_spare().value_or(ModelState{});
+    st.params = live.params;
+    st.m = live.m;
+    st.v = live.v;
+    st.shard_begin = live.shard_begin;
+    st.shard_end = live.shard_end;
+    st.adam_step = live.adam_step;
+    const double t1 = now();
+    store.save_async(gpt_stored_tensors(layout), gpt_attributes(o.model), std::move(st),
+                     progress_at(i + 1, o.model));
+    const double t2 = now();
+    stalls.push_back(slowest(t2 - t0));
+    calls.push_back(slowest(t2 - t1));
+    int steps = 0;
+    for (; !store.background_finished(); ++steps) usleep(10000);
+    const auto res = store.wait();
+    if (comm.rank() == 0) {
+      std::printf(
+          "periodic save %d: stall %.2f ms (slowest of %d ranks), of which save_async "
+          "%.2f ms, the rest the copy into the spare buffers | durable after %.3f s, %d "
+          "steps of 10 ms during it\n",
+          i + 1, stalls.back(), comm.size(), calls.back(), res->seconds, steps);
+    }
+  }
+  auto later = [](const std::vector<double>& v) {
+    return v.size() > 1 ? median(std::vector<double>(v.begin() + 1, v.end())) : v.front();
+  };
+  if (comm.rank() == 0) {
+    std::printf(
+        "{\"mode\": \"shards\", \"world\": %d, \"state_gb\": %.4f, "
+        "\"stall_ms_first\": %.3f, \"stall_ms_later\": %.3f, "
+        "\"save_async_ms_first\": %.3f, \"save_async_ms_later\": %.3f}\n",
+        comm.size(), 3.0 * static_cast<double>(layout.total()) * 4 / 1e9, stalls.front(),
+        later(stalls), calls.front(), later(calls));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -390,6 +464,7 @@ int main(int argc, char** argv) {
   if (const std::optional<int> code = parse(argc, argv, o)) return *code;
   if (o.mode == "pattern") return write_patterns(o);
   try {
+    if (o.mode == "shards") return run_shards(o);
     return o.mode == "load" ? run_load(o) : run_bench(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "checkpoint_bench: %s\n", e.what());

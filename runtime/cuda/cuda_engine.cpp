@@ -97,19 +97,14 @@ class CudaEngine final : public Engine {
   float optimizer_step(const AdamWParams& hp, float lr) override;
   void save_state(ModelState& out) override;
   std::shared_ptr<StateSnapshot> snapshot_state(bool training_continues) override;
-  std::string checkpoint_note() const override {
-    return sharded_state() && opts_.reserve_snapshot
-               ? "ckpt snapshot: none with --zero 1 on several ranks (the moments are gathered "
-                 "through host memory)"
-               : snapshots_->note();
-  }
+  // With --zero 1 on several ranks the snapshot holds this rank's shard of the moments; the
+  // store writes it into a part file of its own (docs/checkpoint-format.md).
+  std::string checkpoint_note() const override { return snapshots_->note(); }
   void load_state(const ModelState& in) override;
   std::pair<size_t, size_t> device_memory() const override;
 
  private:
   static constexpr bool kFp32 = std::is_same_v<T, float>;
-  // ZeRO-1 over several ranks: checkpoints gather the moments through host memory anyway.
-  bool sharded_state() const { return opts_.zero_stage == 1 && comm_.size() > 1; }
   // Positions per chunk of the LM head: 4096 x 50304 bf16 logits are 412 MB instead of 1.6 GB
   // for the whole 16 x 1024 batch, and each chunk's products are still large.
   static constexpr size_t kHeadRows = 4096;
@@ -271,7 +266,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   // Last, so the reserve takes only what the plan, NCCL and cuBLASLt left (256 MiB spare).
   snapshots_ = std::make_unique<DeviceSnapshots>(
       device_, DeviceState{master_, m_, v_, total_, std::min(shard_begin_, state_end), state_end},
-      opts_.reserve_snapshot && !sharded_state(), size_t{256} << 20);
+      opts_.reserve_snapshot, size_t{256} << 20);
   RY_CUDA(cudaStreamSynchronize(stream_));
 }
 
