@@ -270,6 +270,17 @@ void zero_padding(FloatArray& a, const StoredTensors& layout) {
   if (at < a.size()) std::fill(a.data() + at, a.data() + a.size(), 0.0f);
 }
 
+// Sizes the three arrays of `s` for `layout` without touching their fresh pages (the reading
+// threads fault them in as they write them), the padding aside; returns the milliseconds taken.
+double size_for_read(ModelState& s, const StoredTensors& layout) {
+  const Stopwatch sw;
+  for (FloatArray* a : {&s.params, &s.m, &s.v}) {
+    a->resize(layout.total);
+    zero_padding(*a, layout);
+  }
+  return sw.ms();
+}
+
 // The /params, /adam/m and /adam/v tensors of `layout`: their structure and extents, and with
 // kFull their bytes read into `s` (sized here, its elements left unset until the read writes
 // them; the padding zeroed), verified against their checksums and value ranges. A failure
@@ -277,15 +288,7 @@ void zero_padding(FloatArray& a, const StoredTensors& layout) {
 void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout,
                   uint64_t file_bytes, Depth depth, ModelState& s, LoadPhases& ph) {
   const bool full = depth == Depth::kFull;
-  if (full) {
-    const Stopwatch sw;
-    // Fresh pages, not touched here: the reading threads fault them in as they write them.
-    for (FloatArray* a : {&s.params, &s.m, &s.v}) {
-      a->resize(layout.total);
-      zero_padding(*a, layout);
-    }
-    ph.allocate_ms = sw.ms();
-  }
+  if (full) ph.allocate_ms = size_for_read(s, layout);
   struct Part {
     const char* group;
     FloatArray* data;
