@@ -42,6 +42,14 @@ struct SaveResult {
   bool direct_io = false;  // the tensors bypassed the page cache (O_DIRECT)
 };
 
+// Where read_checkpoint's time went, milliseconds (for benchmarks and the resume log).
+struct LoadPhases {
+  double check_ms = 0;     // the forked structure check (fork, HDF5 parse in the child)
+  double open_ms = 0;      // HDF5 open, metadata, small datasets, the tensors' plan, in process
+  double allocate_ms = 0;  // sizing the state's arrays (fresh pages, not touched)
+  double read_ms = 0;      // pread + XXH3 + value check of the tensors, one pass, many threads
+};
+
 struct LoadedCheckpoint {
   std::string path;
   Attributes model;       // the /model attributes, in the schema's order
@@ -50,6 +58,7 @@ struct LoadedCheckpoint {
   TrainProgress progress;
   int64_t format_version = 0;
   double created_unix = 0;  // when the save began
+  LoadPhases phases;        // set by read_checkpoint
 };
 
 struct CheckpointCheck {

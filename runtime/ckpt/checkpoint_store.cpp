@@ -190,8 +190,8 @@ Ranges exchange_ranges(Communicator& comm, uint64_t shard_begin, uint64_t shard_
 constexpr int kShardTag = 77;
 
 // Rank 0 receives every shard of `mine` into `full`; the others send theirs.
-void gather_to_root(Communicator& comm, const Ranges& r, const std::vector<float>& mine,
-                    std::vector<float>& full, size_t total) {
+void gather_to_root(Communicator& comm, const Ranges& r, const FloatArray& mine, FloatArray& full,
+                    size_t total) {
   if (comm.rank() == 0) {
     full.assign(total, 0.0f);
     std::copy(mine.begin(), mine.end(), full.begin() + static_cast<std::ptrdiff_t>(r.begin[0]));
@@ -203,12 +203,13 @@ void gather_to_root(Communicator& comm, const Ranges& r, const std::vector<float
   }
 }
 
-template <typename T>
-void bcast_vec(Communicator& comm, std::vector<T>& v) {
+// `v`: a std::vector of trivially copyable elements (any allocator).
+template <typename Vector>
+void bcast_vec(Communicator& comm, Vector& v) {
   uint64_t n = v.size();
   comm.broadcast(&n, sizeof n, 0);
   v.resize(n);
-  if (n > 0) comm.broadcast(v.data(), n * sizeof(T), 0);
+  if (n > 0) comm.broadcast(v.data(), n * sizeof(typename Vector::value_type), 0);
 }
 
 template <typename T>
@@ -614,7 +615,7 @@ void CheckpointStore::save_async(const StoredTensors& layout, const Attributes& 
     }
     if (!ranges.replicated) {
       // MPI stays on the caller's thread (MPI_THREAD_FUNNELED): gather here, write there.
-      std::vector<float> m_full, v_full;
+      FloatArray m_full, v_full;
       gather_to_root(s.comm, ranges, state.m, m_full, layout.total);
       gather_to_root(s.comm, ranges, state.v, v_full, layout.total);
       state.m = std::move(m_full);
