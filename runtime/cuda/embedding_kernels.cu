@@ -1,5 +1,8 @@
 #include <cub/device/device_radix_sort.cuh>
 
+#include <stdexcept>
+#include <string>
+
 #include "cuda_check.hpp"
 #include "device_math.cuh"
 #include "dtype.hpp"
@@ -9,16 +12,22 @@ namespace railyard::cuda {
 
 namespace {
 
+// One thread per 16 bytes of the output row (Pack<T>): the gather reads whole vectors.
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, const T* wpe,
-                                         int Tn, int C, size_t total) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
+                                         int Tn, int C, size_t packs) {
+  constexpr int kN = Pack<T>::kN;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs;
        i += size_t(gridDim.x) * blockDim.x) {
-    size_t row = i / C;
-    int c = static_cast<int>(i % C);
-    int t = static_cast<int>(row % Tn);
-    int tok = tokens[row];
-    out[i] = from_f<T>(to_f(wte[size_t(tok) * C + c]) + to_f(wpe[size_t(t) * C + c]));
+    const size_t e = i * kN, row = e / C;
+    const int c = static_cast<int>(e % C);
+    const int t = static_cast<int>(row % Tn);
+    const Pack<T> a = load_pack(wte + size_t(tokens[row]) * C + c);
+    const Pack<T> b = load_pack(wpe + size_t(t) * C + c);
+    Pack<T> o;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) o.v[k] = from_f<T>(to_f(a.v[k]) + to_f(b.v[k]));
+    store_pack(out + e, o);
   }
 }
 
@@ -105,9 +114,15 @@ int blocks_for(size_t n, int threads) {
 template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn,
                        int C, cudaStream_t stream) {
-  size_t total = size_t(B) * Tn * C;
-  embedding_forward_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(out, tokens, wte, wpe, Tn, C,
-                                                                       total);
+  constexpr int kN = Pack<T>::kN;
+  if (C % kN != 0) {
+    throw std::invalid_argument("embedding_forward: dim " + std::to_string(C) +
+                                " is not a multiple of " + std::to_string(kN) +
+                                " (the kernel moves 16-byte vectors)");
+  }
+  const size_t packs = size_t(B) * Tn * C / kN;
+  embedding_forward_kernel<<<blocks_for(packs, 256), 256, 0, stream>>>(out, tokens, wte, wpe, Tn, C,
+                                                                       packs);
   RY_CUDA_LAUNCHED();
 }
 
