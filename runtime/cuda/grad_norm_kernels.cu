@@ -21,10 +21,10 @@ __global__ void grad_sumsq_kernel(double* partials, const float* g, size_t n) {
 }
 
 // Pass two, one block: the partials added in a fixed order (strided per thread, then a tree).
-__global__ void sum_partials_kernel(double* out, const double* partials, int count) {
+__global__ void sum_partials_kernel(double* out, const double* partials, size_t count) {
   __shared__ double part[kThreads];
   double s = 0.0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
   part[threadIdx.x] = s;
   __syncthreads();
   for (int half = blockDim.x / 2; half > 0; half /= 2) {
@@ -39,14 +39,14 @@ __global__ void clip_factor_kernel(float* scale, const double* sumsq, float clip
   *scale = k < 1.0 ? float(k) : 1.0f;
 }
 
-int blocks_for(size_t n) {
-  size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kBlocks ? b : kBlocks);
-}
-
 }  // namespace
 
-size_t grad_sumsq_partials() {
+size_t grad_sumsq_slots(size_t n, size_t max_blocks) {
+  const size_t b = (n + kThreads - 1) / kThreads;
+  return b < max_blocks ? b : max_blocks;
+}
+
+size_t grad_sumsq_full_blocks() {
   return kBlocks;
 }
 
@@ -55,13 +55,16 @@ void clip_factor_on_device(float* scale, const double* sumsq, float clip, cudaSt
   RY_CUDA_LAUNCHED();
 }
 
-void grad_sumsq(double* out, double* partials, const float* g, size_t n, cudaStream_t stream) {
-  const int blocks = n == 0 ? 0 : blocks_for(n);
-  if (blocks > 0) {
-    grad_sumsq_kernel<<<blocks, kThreads, 0, stream>>>(partials, g, n);
-    RY_CUDA_LAUNCHED();
-  }
-  sum_partials_kernel<<<1, kThreads, 0, stream>>>(out, partials, blocks);
+void grad_sumsq_slice(double* slots, const float* g, size_t n, size_t max_blocks,
+                      cudaStream_t stream) {
+  const size_t blocks = grad_sumsq_slots(n, max_blocks);
+  if (blocks == 0) return;
+  grad_sumsq_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(slots, g, n);
+  RY_CUDA_LAUNCHED();
+}
+
+void sum_slots(double* out, const double* slots, size_t count, cudaStream_t stream) {
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(out, slots, count);
   RY_CUDA_LAUNCHED();
 }
 

@@ -28,6 +28,8 @@ class GradientExchange {
   GradientExchange& operator=(const GradientExchange&) = delete;
 
   size_t buckets() const { return buckets_.size(); }
+  // The exchange's stream: work queued on it after launch(i) sees bucket i averaged.
+  cudaStream_t stream() const { return stream_; }
   // Bucket `i` is final once the work queued on `compute` so far has run.
   void launch(size_t i, cudaStream_t compute);
   // Launches the buckets not launched yet, then makes `compute` wait for all of them.
