@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "gradient_exchange.hpp"
+#include "grad_bucket.hpp"
 
 namespace railyard::cuda {
 

@@ -9,13 +9,10 @@
 #include <vector>
 
 #include "dtype.hpp"
+#include "grad_bucket.hpp"
 #include "nccl_comm.hpp"
 
 namespace railyard::cuda {
-
-struct GradBucket {
-  size_t begin = 0, end = 0;  // elements of the flat gradient buffer
-};
 
 class GradientExchange {
  public:
