@@ -1,20 +1,26 @@
 // Every distinct cuBLASLt product of one GPT-2 training step on the GPU (issue 12), each built
 // exactly as the engine's Matmul builds it (runtime/cuda/matmul_cublaslt.cpp: same descriptors,
-// preferences, fixed-order split-K only, workspace), with each of the heuristic's candidates
-// (up to --candidates) timed and checked: median and minimum of --reps launches after --warmup
-// (CUDA events), the same bits in three runs with the outputs poisoned (NaN) between them
-// (products with beta != 0 get their initial D back instead), and the largest difference from
-// the heuristic's first candidate (max |d| / max |first|). Per product the pick, by a fixed rule:
-// the fastest candidate with the same bits every run, within --max-diff of the first and at
-// least 3% faster than it; else the first. Then the step's time in products, first vs picks
-// (each product times its calls per step). The picks are what runtime/cuda's pin table takes.
+// preferences, fixed-order split-K only, workspace). Candidates: the heuristic's (up to
+// --heuristic, its order), then configurations enumerated from what each cuBLASLt algorithm
+// says it can do (runtime/cuda/gemm_config_space.hpp: up to --space of them, each set with
+// cublasLtMatmulAlgoInit and passed by cublasLtMatmulAlgoCheck, repeats of a configuration
+// already listed dropped), --candidates in all. Each is timed and checked: median and minimum of
+// --reps launches after --warmup (CUDA events), the same bits in three runs with the outputs
+// poisoned (NaN) between them (products with beta != 0 get their initial D back instead), and
+// the largest difference from the heuristic's first (max |d| / max |first|). A candidate whose
+// median of 3 launches is over --screen times the first's is "screened": not timed further nor
+// checked, never picked; so is one cuBLASLt refuses to launch (its "error"). Per product the pick,
+// by a fixed rule: the fastest candidate with the same bits every run, within --max-diff of the
+// first and at least 3% faster than it; else the first. Then the step's time in products, first vs
+// picks (each product times its calls per step). The picks are what runtime/cuda's pin table takes
+// (bench/gemm_pins_from_survey.py prints its entries).
 //
 //   gemm_step_survey [--batch 16 --seq 1024 --dim 768 --vocab 50304 --layers 12
-//                     --head-chunk 4096] [--warmup 3 --reps 20 --candidates 32]
-//                    [--max-seconds 140] [--json FILE]
+//                     --head-chunk 4096] [--warmup 3 --reps 20 --candidates 128
+//                     --heuristic 128 --space 768 --screen 1.5] [--max-seconds 55] [--json FILE]
 // --vocab is the padded vocabulary the LM head's products use. --max-seconds bounds the whole
-// survey: each product gets an equal share of what is left, its candidates surveyed in the
-// heuristic's order until the share is spent (the JSON says how many were).
+// survey: each product gets an equal share of what is left, its candidates surveyed in order
+// until the share is spent (the JSON says how many were).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -46,15 +52,17 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: gemm_step_survey [--batch 16 --seq 1024 --dim 768 --vocab 50304 --layers 12\n"
-    "                         --head-chunk 4096] [--warmup 3 --reps 20 --candidates 32]\n"
-    "                        [--max-seconds 140] [--max-diff 0.01] [--json FILE]\n"
-    "Times every cuBLASLt product of one GPT-2 training step with each heuristic candidate,\n"
-    "checks same bits over three runs, and picks per product by a fixed rule.\n";
+    "                         --head-chunk 4096] [--warmup 3 --reps 20 --candidates 128\n"
+    "                         --heuristic 128 --space 768 --screen 1.5] [--max-seconds 55]\n"
+    "                        [--max-diff 0.01] [--json FILE]\n"
+    "Times every cuBLASLt product of one GPT-2 training step with the heuristic's candidates\n"
+    "and enumerated configurations, checks same bits over three runs, and picks per product\n"
+    "by a fixed rule.\n";
 
 struct Options {
   int batch = 16, seq = 1024, dim = 768, vocab = 50304, layers = 12, head_chunk = 4096;
-  int warmup = 3, reps = 20, candidates = 32, max_seconds = 140;
-  double max_diff = 1e-2;
+  int warmup = 3, reps = 20, candidates = 128, heuristic = 128, space = 768, max_seconds = 55;
+  double max_diff = 1e-2, screen = 1.5;
   std::string json;
 };
 
@@ -63,8 +71,11 @@ int positive(const std::string& flag, const char* value) {
 }
 
 void check(const Options& o) {
-  if (o.candidates > 32) {
-    throw std::invalid_argument("--candidates " + std::to_string(o.candidates) + ": at most 32");
+  if (o.candidates > 1024 || o.heuristic > 1024 || o.space > 65536) {
+    throw std::invalid_argument("--candidates " + std::to_string(o.candidates) + " --heuristic " +
+                                std::to_string(o.heuristic) + " --space " +
+                                std::to_string(o.space) +
+                                ": at most 1024, 1024 and 65536 (each is timed or checked)");
   }
   if (o.dim % 8 != 0 || o.vocab % 8 != 0) {
     throw std::invalid_argument("--dim " + std::to_string(o.dim) + " --vocab " +
@@ -78,6 +89,18 @@ void check(const Options& o) {
         "--batch/--seq/--dim/--vocab/--head-chunk: a product with more "
         "than 2^31 outputs; use smaller shapes");
   }
+}
+
+// A number in [lo, hi) or an error naming the flag.
+double number(const std::string& flag, const char* v, double lo, double hi) {
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(x >= lo && x < hi)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%g, %g)", lo, hi);
+    throw std::invalid_argument(flag + " " + v + ": expected a number in " + range);
+  }
+  return x;
 }
 
 Options parse(int argc, char** argv) {
@@ -97,17 +120,16 @@ Options parse(int argc, char** argv) {
                  : a == "--warmup"      ? &o.warmup
                  : a == "--reps"        ? &o.reps
                  : a == "--candidates"  ? &o.candidates
+                 : a == "--heuristic"   ? &o.heuristic
+                 : a == "--space"       ? &o.space
                  : a == "--max-seconds" ? &o.max_seconds
                                         : nullptr;
     if (field != nullptr) {
       *field = positive(a, next());
     } else if (a == "--max-diff") {
-      const char* v = next();
-      char* end = nullptr;
-      o.max_diff = std::strtod(v, &end);
-      if (end == v || *end != '\0' || !(o.max_diff >= 0 && o.max_diff < 1)) {
-        throw std::invalid_argument(a + " " + v + ": expected a number in [0, 1)");
-      }
+      o.max_diff = number(a, next(), 0, 1);
+    } else if (a == "--screen") {
+      o.screen = number(a, next(), 1, 1e6);
     } else if (a == "--json") {
       o.json = next();
     } else {
@@ -243,7 +265,7 @@ Operands operands(const ProductSpec& s) {
 
 struct Measured {
   double median_ms = 0, min_ms = 0, rel_diff = 0;
-  bool same_bits = true;
+  bool same_bits = true, screened = false;
 };
 
 // Outputs before a run: NaN everywhere (what a run does not write shows), or D's initial values
@@ -258,20 +280,21 @@ void reset_outputs(const Operands& ops, cudaStream_t s) {
     RY_CUDA(cudaMemsetAsync(o.ptr, 0xff, o.n * (o.bf16 ? 2 : 4), s));
 }
 
+// Median and minimum of `reps` launches after `warmup`.
 std::pair<double, double> time_launches(Matmul& mm, const Operands& ops,
-                                        const cublasLtMatmulAlgo_t& algo, const Options& o,
+                                        const cublasLtMatmulAlgo_t& algo, int warmup, int reps,
                                         cudaStream_t s) {
-  for (int i = 0; i < o.warmup; ++i) mm.gemm_with(ops.call, algo, s);
-  std::vector<cudaEvent_t> ev(2 * size_t(o.reps));
+  for (int i = 0; i < warmup; ++i) mm.gemm_with(ops.call, algo, s);
+  std::vector<cudaEvent_t> ev(2 * size_t(reps));
   for (auto& e : ev) RY_CUDA(cudaEventCreate(&e));
-  for (int i = 0; i < o.reps; ++i) {
+  for (int i = 0; i < reps; ++i) {
     RY_CUDA(cudaEventRecord(ev[2 * i], s));
     mm.gemm_with(ops.call, algo, s);
     RY_CUDA(cudaEventRecord(ev[2 * i + 1], s));
   }
   RY_CUDA(cudaStreamSynchronize(s));
-  std::vector<double> ms(o.reps);
-  for (int i = 0; i < o.reps; ++i) {
+  std::vector<double> ms(reps);
+  for (int i = 0; i < reps; ++i) {
     float t = 0;
     RY_CUDA(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
     ms[i] = t;
@@ -287,10 +310,19 @@ struct Copies {
   DeviceBuffer scratch{3 * sizeof(unsigned)};
 };
 
-Measured measure(Matmul& mm, const Operands& ops, const cublasLtMatmulAlgo_t& algo, bool is_first,
+// `first_ms` is the heuristic's first's median (0 while measuring the first itself).
+Measured measure(Matmul& mm, const Operands& ops, const cublasLtMatmulAlgo_t& algo, double first_ms,
                  Copies& c, const Options& o, cudaStream_t s) {
   Measured m;
-  std::tie(m.median_ms, m.min_ms) = time_launches(mm, ops, algo, o, s);
+  const bool is_first = first_ms == 0;
+  if (!is_first) {
+    std::tie(m.median_ms, m.min_ms) = time_launches(mm, ops, algo, 1, 3, s);
+    if (m.median_ms > o.screen * first_ms) {
+      m.screened = true, m.same_bits = false;
+      return m;
+    }
+  }
+  std::tie(m.median_ms, m.min_ms) = time_launches(mm, ops, algo, o.warmup, o.reps, s);
   for (int run = 0; run < 3; ++run) {
     reset_outputs(ops, s);
     mm.gemm_with(ops.call, algo, s);
@@ -353,18 +385,60 @@ size_t pick(const json& cands, double max_diff) {
   for (size_t i = 1; i < cands.size(); ++i) {
     const auto& c = cands[i];
     const double t = c["median_ms"].get<double>();
-    if (!c["same_bits"].get<bool>() || c["rel_diff_vs_first"].get<double>() > max_diff) continue;
+    if (c["screened"].get<bool>() || !c["same_bits"].get<bool>() ||
+        c["rel_diff_vs_first"].get<double>() > max_diff) {
+      continue;
+    }
     if (t <= 0.97 * first && t < cands[best]["median_ms"].get<double>()) best = i;
   }
   return best;
 }
 
 void print_candidate(size_t i, const json& c, double flops) {
-  std::printf("  #%-2zu %9.4f %9.4f %7.1f  %-4s %9.2e  %s ws %zu\n", i,
+  const bool screened = c["screened"].get<bool>(), failed = c.contains("error");
+  std::printf("  #%-3zu %-4s %9.4f %9.4f %7.1f  %-4s %9.2e  %s ws %zu\n", i,
+              c["source"].get<std::string>() == "heuristic" ? "heur" : "enum",
               c["median_ms"].get<double>(), c["min_ms"].get<double>(),
               flops / (c["median_ms"].get<double>() * 1e9),
-              c["same_bits"].get<bool>() ? "yes" : "NO", c["rel_diff_vs_first"].get<double>(),
-              c["config"].get<std::string>().c_str(), c["workspace_bytes"].get<size_t>());
+              failed                       ? "FAIL"
+              : screened                   ? "slow"
+              : c["same_bits"].get<bool>() ? "yes"
+                                           : "NO",
+              c["rel_diff_vs_first"].get<double>(), c["config"].get<std::string>().c_str(),
+              c["workspace_bytes"].get<size_t>());
+}
+
+// What to survey for one product: the heuristic's candidates, then the enumerated
+// configurations that initialise and pass the check and are not yet listed, --candidates in
+// all. `stats` receives how many the heuristic offered, the space held and the check passed.
+std::vector<std::pair<cublasLtMatmulHeuristicResult_t, bool>> candidate_list(Matmul& mm,
+                                                                             const GemmCall& call,
+                                                                             const Options& o,
+                                                                             json& stats) {
+  std::vector<std::pair<cublasLtMatmulHeuristicResult_t, bool>> out;  // (result, enumerated)
+  std::vector<railyard::cuda::GemmAlgoConfig> listed;
+  for (const auto& r : mm.candidates(call, o.heuristic)) {
+    if (out.size() >= size_t(o.candidates)) break;
+    out.emplace_back(r, false);
+    listed.push_back(railyard::cuda::algo_config_of(r.algo));
+  }
+  stats["offered"] = out.size();
+  const auto space = railyard::cuda::config_space(listed, mm.algo_caps(call), size_t(o.space));
+  size_t passed = 0;
+  for (const auto& config : space) {
+    if (out.size() >= size_t(o.candidates)) break;
+    const auto r = mm.checked(call, config);
+    if (!r) continue;
+    ++passed;
+    // What cuBLASLt made of the configuration: two may come out as one.
+    const auto actual = railyard::cuda::algo_config_of(r->algo);
+    if (std::find(listed.begin(), listed.end(), actual) != listed.end()) continue;
+    out.emplace_back(*r, true);
+    listed.push_back(actual);
+  }
+  stats["space"] = space.size();
+  stats["space_passed_check"] = passed;
+  return out;
 }
 
 json survey_product(Matmul& mm, const ProductSpec& s, const Options& o, double seconds,
@@ -372,7 +446,7 @@ json survey_product(Matmul& mm, const ProductSpec& s, const Options& o, double s
   const auto start = Clock::now();
   Operands ops = operands(s);
   json out = call_json(s, ops.call);
-  const auto found = mm.candidates(ops.call, o.candidates);
+  const auto found = candidate_list(mm, ops.call, o, out);
   Copies copies;
   for (const auto& x : ops.outputs) {
     copies.run0.emplace_back(x.n * (x.bf16 ? 2 : 4));
@@ -381,22 +455,36 @@ json survey_product(Matmul& mm, const ProductSpec& s, const Options& o, double s
   std::printf("%s: m %d n %d k %d, %s, beta %s, %zu candidates, %d calls per step\n",
               s.name.c_str(), ops.call.m, ops.call.n, ops.call.k, epilogue_name(ops.call),
               ops.call.beta != 0.0f ? "1" : "0", found.size(), s.calls);
-  std::printf("  #   median ms    min ms  TFLOPS  bits   vs first  config\n");
+  std::printf("  #    from  median ms    min ms  TFLOPS  bits   vs first  config\n");
   json cands = json::array();
+  double first_ms = 0;
   for (size_t i = 0; i < found.size(); ++i) {
     if (i > 0 && std::chrono::duration<double>(Clock::now() - start).count() > seconds) break;
-    const Measured m = measure(mm, ops, found[i].algo, i == 0, copies, o, stream);
-    json c = describe(found[i]);
+    json c = describe(found[i].first);
     c["rank"] = i;
+    c["source"] = found[i].second ? "enumerated" : "heuristic";
+    Measured m;
+    try {
+      m = measure(mm, ops, found[i].first.algo, first_ms, copies, o, stream);
+    } catch (const std::runtime_error& e) {
+      // cublasLtMatmulAlgoCheck passing does not promise a launch: an enumerated configuration
+      // cuBLASLt then refuses is recorded, never picked. The heuristic's first must run.
+      if (i == 0) throw;
+      RY_CUDA(cudaStreamSynchronize(stream));
+      m.same_bits = false, m.screened = true;
+      c["error"] = e.what();
+    }
+    if (i == 0) first_ms = m.median_ms;
     c["median_ms"] = m.median_ms;
     c["min_ms"] = m.min_ms;
     c["same_bits"] = m.same_bits;
+    c["screened"] = m.screened;
     c["rel_diff_vs_first"] = m.rel_diff;
     print_candidate(i, c, ops.flops);
     cands.push_back(std::move(c));
   }
   const size_t p = pick(cands, o.max_diff);
-  out["offered"] = found.size();
+  out["listed"] = found.size();
   out["surveyed"] = cands.size();
   out["tflops_first"] = ops.flops / (cands[0]["median_ms"].get<double>() * 1e9);
   out["candidates"] = cands;
@@ -425,6 +513,9 @@ json header(const Options& o) {
           {"warmup", o.warmup},
           {"reps", o.reps},
           {"max_candidates", o.candidates},
+          {"max_heuristic", o.heuristic},
+          {"max_space", o.space},
+          {"screen", o.screen},
           {"max_diff", o.max_diff},
           {"sm", prop.major * 10 + prop.minor},
           {"device", prop.name},

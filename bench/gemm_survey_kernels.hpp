@@ -1,6 +1,7 @@
 #pragma once
-// Kernels only the step's GEMM survey (gemm_step_survey.cpp) uses: inputs filled on the device
-// (the LM head's operands are hundreds of MB) and outputs compared on the device.
+// Kernels of the step's GEMM survey (gemm_step_survey.cpp), also the AdamW bench's
+// (adamw_bench.cpp): inputs filled on the device (the LM head's operands and the optimizer's
+// state are hundreds of MB) and outputs compared on the device.
 
 #include <cuda_runtime.h>
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
-#                                        gemm sdpa gemmsurvey
+#                                        gemm sdpa gemmsurvey adamw
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -24,7 +24,7 @@ keep() {
   for f in gpu-1x.json checks.log repro.json railyard_bf16_x1.jsonl pytorch.jsonl.log profile.txt \
     hf_check.log ckpt-gpu.json ckpt-gpu.log gemm-epilogue.json gemm.log gemm-kernels.txt \
     gemm-once.json sdpa-plans.json sdpa-plans.log sdpa-plans-torch-cudnn.json \
-    sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log; do
+    sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log adamw.json adamw.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -270,22 +270,41 @@ PY
 }
 if has sdpa; then stage_sdpa; fi
 
-# Every cuBLASLt product of one training step with each of the heuristic's candidates (issue 12,
+# Every cuBLASLt product of one training step with the heuristic's candidates and configurations
+# enumerated from each algorithm's capabilities, 128 per product (issue 12,
 # bench/gemm_step_survey.cpp): time, repeatable bits, difference from the heuristic's first, and
-# the pick per product by a fixed rule (what runtime/cuda's pin table takes). Bounded to 140 s
-# of surveying; the table to gemm-survey.log, JSON to gemm-survey.json.
+# the pick per product by a fixed rule (what runtime/cuda's pin table takes:
+# bench/gemm_pins_from_survey.py writes it). Bounded to 55 s of surveying; the table to
+# gemm-survey.log, JSON to gemm-survey.json.
 stage_gemmsurvey() {
   log "gemmsurvey: gemm_step_survey (B=16 T=1024 C=768 V=50304, head chunks of 4096)"
   ninja -C "$BUILD" -j16 gemm_step_survey > "$W/build-gemmsurvey.log" 2>&1 \
     || { grep -E "error|FAILED" "$W/build-gemmsurvey.log" | head -30; return 1; }
   local t0=$SECONDS
-  timeout 200 "$BUILD/bench/gemm_step_survey" --warmup 3 --reps 20 --candidates 32 \
-    --max-seconds 140 --json "$W/gemm-survey.json" 2>&1 | tee "$W/gemm-survey.log"
+  timeout 120 "$BUILD/bench/gemm_step_survey" --warmup 3 --reps 20 --candidates 128 \
+    --heuristic 128 --space 768 --screen 1.5 --max-seconds 55 --json "$W/gemm-survey.json" 2>&1 \
+    | tee "$W/gemm-survey.log"
   log "gemmsurvey: took $((SECONDS - t0)) s"
   [ -s "$W/gemm-survey.json" ] && stamp_result gemm-survey.json
   return 0
 }
 if has gemmsurvey; then stage_gemmsurvey; fi
+
+# The optimizer's update alone (issue 12, bench/adamw_bench.cpp): the engine's first AdamW kernel,
+# other memory-access shapes and the engine's kernel as built, on GPT-2 124M's state; median
+# time, memory rate, and every variant's bits against the first kernel's (a difference fails).
+# The table to adamw.log, JSON to adamw.json.
+stage_adamw() {
+  log "adamw: adamw_bench (124.5M parameters, bf16 copy)"
+  ninja -C "$BUILD" -j16 adamw_bench > "$W/build-adamw.log" 2>&1 \
+    || { grep -E "error|FAILED" "$W/build-adamw.log" | head -30; return 1; }
+  rm -f "$W/adamw.json"
+  timeout 200 "$BUILD/bench/adamw_bench" --warmup 5 --reps 50 --json "$W/adamw.json" 2>&1 \
+    | tee "$W/adamw.log"
+  [ -s "$W/adamw.json" ] && stamp_result adamw.json
+  return 0
+}
+if has adamw; then stage_adamw; fi
 
 # The summary and gpu-1x.json only where a stage that trains ran: a checkpoint- or plan-only call
 # must not replace the recorded result file with an empty one.

@@ -1,30 +1,31 @@
 #include "adamw_kernels.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "adamw_streaming.cuh"
 #include "cuda_check.hpp"
-#include "device_math.cuh"
 #include "dtype.hpp"
 
 namespace railyard::cuda {
 
 namespace {
 
-template <typename T>
-__global__ void adamw_kernel(float* params, T* compute, float* m, float* v, const float* grads,
-                             const uint32_t* decay, size_t n, AdamWStep s) {
-  const float scale = s.grad_scale * (s.device_grad_scale != nullptr ? *s.device_grad_scale : 1.0f);
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    float g = grads[i] * scale;
-    float mi = s.beta1 * m[i] + (1.0f - s.beta1) * g;
-    float vi = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float p = params[i];
-    if ((decay[i / 32] >> (i % 32)) & 1u) p *= 1.0f - s.lr * s.weight_decay;
-    float mhat = mi / s.bias_correction1;
-    float vhat = vi / s.bias_correction2;
-    p -= s.lr * mhat / (sqrtf(vhat) + s.eps);
-    params[i] = p;
-    if (compute != nullptr) compute[i] = from_f<T>(p);
+constexpr int kThreads = 256;
+// Two quads per thread and round: eight 16-byte loads in flight per thread before its first
+// store (bench/adamw_bench.cpp times this shape beside the others; bench/NOTES.md).
+constexpr int kQuads = 2;
+
+void check_aligned(const void* p, size_t alignment, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
+    throw std::invalid_argument(std::string("adamw_update: ") + what + " at " +
+                                std::to_string(reinterpret_cast<uintptr_t>(p)) + " is not on a " +
+                                std::to_string(alignment) +
+                                "-byte boundary: the kernel reads and writes 16-byte vectors; "
+                                "start the slice on a multiple of 4 elements of a cudaMalloc'd "
+                                "buffer");
   }
 }
 
@@ -42,9 +43,18 @@ template <typename T>
 void adamw_update(float* params, T* compute, float* m, float* v, const float* grads,
                   const uint32_t* decay, size_t n, const AdamWStep& s, cudaStream_t stream) {
   if (n == 0) return;
-  size_t b = (n + 255) / 256;
-  adamw_kernel<T><<<static_cast<int>(b < 65536 ? b : 65536), 256, 0, stream>>>(
-      params, compute, m, v, grads, decay, n, s);
+  check_aligned(params, 16, "the weights");
+  check_aligned(m, 16, "m");
+  check_aligned(v, 16, "v");
+  check_aligned(grads, 16, "the gradients");
+  check_aligned(compute, 4 * sizeof(T), "the compute copy");
+  // One wave of resident blocks, each thread looping over the state: no block waits to start.
+  auto kernel = adamw_streaming_kernel<T, kQuads, true>;
+  const size_t per_block = size_t(kQuads) * kThreads;
+  const size_t needed = std::max<size_t>((n / 4 + per_block - 1) / per_block, 1);
+  const size_t grid = std::min(needed, size_t(resident_blocks(kernel, kThreads)));
+  kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(params, compute, m, v, grads, decay,
+                                                               n, s);
   RY_CUDA_LAUNCHED();
 }
 

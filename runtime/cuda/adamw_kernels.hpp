@@ -27,7 +27,10 @@ inline size_t decay_mask_words(size_t n) {
 }
 
 // n elements; bit i of decay (pack_decay_mask) set where weight decay applies. compute (may be
-// null) gets the new weights in its type.
+// null) gets the new weights in its type. params, m, v and grads start on a 16-byte boundary,
+// compute on 4 elements' (the engine's shards do: they start on ParamLayout::kAlign elements);
+// throws std::invalid_argument otherwise. Bit for bit the update of the engine's first kernel
+// (one element per thread), read and written in 16-byte vectors (adamw_streaming.cuh).
 template <typename T>
 void adamw_update(float* params, T* compute, float* m, float* v, const float* grads,
                   const uint32_t* decay, size_t n, const AdamWStep& s, cudaStream_t stream);

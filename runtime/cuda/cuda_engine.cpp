@@ -37,6 +37,7 @@
 #include "railyard/communicator.hpp"
 #include "railyard/contract_env.hpp"
 #include "railyard/memory_alert.hpp"
+#include "side_stream.hpp"
 #include "step_graph.hpp"
 
 namespace railyard {
@@ -203,6 +204,8 @@ class CudaEngine final : public Engine {
   std::vector<LayerParams> lp_;
 
   cudaStream_t stream_ = nullptr;
+  // The bias gradients' first passes, beside the products that read the same gradient.
+  std::unique_ptr<SideStream> side_;
   std::unique_ptr<Matmul> mm_;
   DeviceBuffer mem_;
   PinnedBuffer host_scalars_;  // losses of the last batch, then the gradient norm
@@ -273,7 +276,8 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   locate_params();
   shard_params();
 
-  RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  RY_CUDA(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, main_stream_priority()));
+  side_ = std::make_unique<SideStream>();
   mm_ = std::make_unique<Matmul>();
   plan_memory();
   describe_ += attention_description();
@@ -808,12 +812,14 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc, bool norm) 
     // came with the LayerNorm backward that produced it).
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
+    // fc's bias: a memory-bound read of d4 beside the three compute-bound products; its second
+    // pass joins the LayerNorm's (one launch for the two small sums).
+    const ColumnSums fcb =
+        bias_grad_first_pass(g(p.fcb), bias_partials_, d4_, N, 4 * C_, acc, side_->fork(stream_));
     mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, acc, stream_);
-    // fc's bias: its second pass joins the LayerNorm's (one launch for the two small sums).
-    const ColumnSums fcb =
-        bias_grad_first_pass(g(p.fcb), bias_partials_, d4_, N, 4 * C_, acc, stream_);
+    side_->join(stream_);
     layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), part, dB_, a.resid_mid, w(p.ln2w),
                        a.ln2_mean, a.ln2_rstd, N, C_, true, acc, &fcb, stream_);
     // Attention.
@@ -824,10 +830,11 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc, bool norm) 
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
     attention_block_backward(a, shape);
+    const ColumnSums qkvb =
+        bias_grad_first_pass(g(p.qkvb), bias_partials_, qkv_, N, 3 * C_, acc, side_->fork(stream_));
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
-    const ColumnSums qkvb =
-        bias_grad_first_pass(g(p.qkvb), bias_partials_, qkv_, N, 3 * C_, acc, stream_);
+    side_->join(stream_);
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, part, dB_, a.resid, w(p.ln1w),
                        a.ln1_mean, a.ln1_rstd, N, C_, true, acc, &qkvb, stream_);

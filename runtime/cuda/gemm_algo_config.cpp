@@ -1,6 +1,7 @@
 #include "gemm_algo_config.hpp"
 
 #include <cstdio>
+#include <utility>
 
 namespace railyard::cuda {
 
@@ -36,6 +37,42 @@ GemmAlgoConfig algo_config_of(const cublasLtMatmulAlgo_t& algo) {
   c.inner_shape_id = config_attribute(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID);
   c.cluster_shape_id = config_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
   return c;
+}
+
+namespace {
+
+// One field at cuBLASLt's width for it (uint16 for the shapes, 32 bits for the rest).
+template <typename T>
+cublasStatus_t set_field(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t a,
+                         int64_t value) {
+  if (value < 0) return CUBLAS_STATUS_SUCCESS;  // this cuBLASLt could not say: keep the default
+  const T v = static_cast<T>(value);
+  return cublasLtMatmulAlgoConfigSetAttribute(algo, a, &v, sizeof(v));
+}
+
+}  // namespace
+
+cublasStatus_t algo_of_config(cublasLtHandle_t handle, cublasComputeType_t compute,
+                              cudaDataType_t scale, cudaDataType_t ab, cudaDataType_t cd,
+                              const GemmAlgoConfig& c, cublasLtMatmulAlgo_t* algo) {
+  cublasStatus_t st = cublasLtMatmulAlgoInit(handle, compute, scale, ab, ab, cd, cd,
+                                             static_cast<int>(c.algo_id), algo);
+  const std::pair<cublasLtMatmulAlgoConfigAttributes_t, int64_t> u32[] = {
+      {CUBLASLT_ALGO_CONFIG_TILE_ID, c.tile_id},
+      {CUBLASLT_ALGO_CONFIG_STAGES_ID, c.stages_id},
+      {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, c.reduction},
+      {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, c.swizzle},
+      {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, c.custom_option}};
+  for (const auto& [attr, value] : u32) {
+    if (st == CUBLAS_STATUS_SUCCESS) st = set_field<uint32_t>(algo, attr, value);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = set_field<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, c.splitk);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = set_field<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, c.inner_shape_id);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = set_field<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, c.cluster_shape_id);
+  return st;
 }
 
 const char* reduction_name(int64_t scheme) {

@@ -29,6 +29,13 @@ struct GemmAlgoConfig {
 
 GemmAlgoConfig algo_config_of(const cublasLtMatmulAlgo_t& algo);
 
+// The algorithm `c` names, for these types: cublasLtMatmulAlgoInit with its id, then each field
+// that is not -1 set. The first status that is not success where cuBLASLt refuses the id or a
+// field (another GPU or library); whether it runs a given product, cublasLtMatmulAlgoCheck says.
+cublasStatus_t algo_of_config(cublasLtHandle_t handle, cublasComputeType_t compute,
+                              cudaDataType_t scale, cudaDataType_t ab, cudaDataType_t cd,
+                              const GemmAlgoConfig& c, cublasLtMatmulAlgo_t* algo);
+
 // "none", "inplace", "compute_type", "output_type"; "unknown" for -1, "other" otherwise.
 const char* reduction_name(int64_t scheme);
 

@@ -3,8 +3,10 @@
 // cuBLASLt (bench/gemm_step_survey.cpp, stage gemmsurvey of bench/gpu_bench.sh) found each
 // faster than the heuristic's first with the same bits every run; the table, never timing at
 // run time, chooses them, so two runs build the same algorithm. A product the table does not
-// name (another GPU, library or shape), or whose pinned algorithm is not among the heuristic's
-// candidates, keeps the heuristic's first.
+// name (another GPU, library or shape), or whose pinned configuration neither is among the
+// heuristic's candidates nor initialises and passes cublasLtMatmulAlgoCheck, keeps the
+// heuristic's first. A pin names any configuration the survey timed, enumerated ones included:
+// GemmAlgoConfig holds every field cuBLASLt configures (custom option, inner and cluster shape).
 
 #include <cublasLt.h>
 #include <library_types.h>

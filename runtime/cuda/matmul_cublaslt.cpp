@@ -161,16 +161,43 @@ std::vector<cublasLtMatmulHeuristicResult_t> Matmul::heuristic(const Plan& p, co
   return results;
 }
 
-// The pinned algorithm where the table names one and the heuristic offers it among its
-// candidates for these descriptors; the heuristic's first otherwise.
+// The pinned algorithm where the table names one: as the heuristic offers it where it does
+// (the algorithm exactly as the survey ran it), else set up from its configuration, which the
+// survey may have found by enumerating configurations; the heuristic's first where neither works
+// (another GPU or cuBLASLt).
 cublasLtMatmulAlgo_t Matmul::choose_algo(const Plan& p, const GemmCall& c) const {
   const auto pin = pinned_algo(pin_key(c));
   const auto found = heuristic(p, c, pin ? kPinCandidates : 1);
   if (!pin) return found.front().algo;
   std::vector<GemmAlgoConfig> configs;
   for (const auto& r : found) configs.push_back(algo_config_of(r.algo));
-  const auto i = find_pinned(configs, *pin);
-  return found[i.value_or(0)].algo;
+  if (const auto i = find_pinned(configs, *pin)) return found[*i].algo;
+  if (const auto set = check_config(p, c, *pin)) return set->algo;
+  return found.front().algo;
+}
+
+std::optional<cublasLtMatmulHeuristicResult_t> Matmul::check_config(
+    const Plan& p, const GemmCall& c, const GemmAlgoConfig& config) const {
+  if (!fixed_order(config)) return std::nullopt;
+  cublasLtMatmulHeuristicResult_t r{};
+  if (algo_of_config(handle_, CUBLAS_COMPUTE_32F, CUDA_R_32F, c.ab_type, c.d_type, config,
+                     &r.algo) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoCheck(handle_, p.op, p.la, p.lb, p.ld, p.ld, &r.algo, &r) !=
+          CUBLAS_STATUS_SUCCESS ||
+      r.workspaceSize > workspace_.bytes()) {
+    return std::nullopt;
+  }
+  r.state = CUBLAS_STATUS_SUCCESS;
+  return r;
+}
+
+std::vector<GemmAlgoCaps> Matmul::algo_caps(const GemmCall& c) const {
+  return railyard::cuda::algo_caps(handle_, CUBLAS_COMPUTE_32F, CUDA_R_32F, c.ab_type, c.d_type);
+}
+
+std::optional<cublasLtMatmulHeuristicResult_t> Matmul::checked(const GemmCall& c,
+                                                               const GemmAlgoConfig& config) {
+  return check_config(plan_for(c), c, config);
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> Matmul::candidates(const GemmCall& c, int count) {

@@ -3,7 +3,8 @@
 // model ([rows, cols], Linear weights [out, in]); the column-major translation happens inside.
 // Plans (descriptors and the chosen algorithm) are cached per shape, so steady-state calls
 // cost only the launch. The algorithm is the heuristic's first, or the one gemm_pins.hpp's fixed
-// table pins for the product on this GPU and cuBLASLt where the heuristic offers it. Split-K
+// table pins for the product on this GPU and cuBLASLt where that configuration initialises and
+// passes cublasLtMatmulAlgoCheck for the product's descriptors. Split-K
 // reductions are limited to fixed-order schemes and the workspace is fixed, so a product gives the
 // same bits every run on the same GPU and library.
 
@@ -13,11 +14,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include "device_buffer.hpp"
 #include "gemm_algo_config.hpp"
+#include "gemm_config_space.hpp"
 #include "gemm_pins.hpp"
 
 namespace railyard::cuda {
@@ -62,6 +65,12 @@ class Matmul {
   // one of them instead of the plan's own.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const GemmCall& c, int count);
   void gemm_with(const GemmCall& c, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
+  // What every algorithm cuBLASLt has for `c`'s types can do (gemm_config_space.hpp), and the
+  // algorithm `config` names for `c` where it initialises, passes cublasLtMatmulAlgoCheck, adds
+  // split-K parts in a fixed order and fits this workspace; none otherwise.
+  std::vector<GemmAlgoCaps> algo_caps(const GemmCall& c) const;
+  std::optional<cublasLtMatmulHeuristicResult_t> checked(const GemmCall& c,
+                                                         const GemmAlgoConfig& config);
   size_t workspace_bytes() const { return workspace_.bytes(); }
 
   // The product's key in the pin table on this GPU and cuBLASLt, and the algorithm gemm() runs
@@ -100,6 +109,8 @@ class Matmul {
   std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Plan& p, const GemmCall& c,
                                                          int count) const;
   cublasLtMatmulAlgo_t choose_algo(const Plan& p, const GemmCall& c) const;
+  std::optional<cublasLtMatmulHeuristicResult_t> check_config(const Plan& p, const GemmCall& c,
+                                                              const GemmAlgoConfig& config) const;
   void launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;

@@ -578,6 +578,26 @@ void check_grad_norm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   RY_CUDA(cudaStreamDestroy(cs));
 }
 
+// A pin set from its configuration alone (cublasLtMatmulAlgoInit and the configuration's fields,
+// as the engine sets a pin the heuristic does not offer, e.g. one the survey enumerated) must be
+// the pin and give the bits of the algorithm the engine runs for it.
+template <typename T>
+void check_pin_from_config(Report& r, cuda::Matmul& mm, const cuda::GemmCall& call,
+                           const cuda::GemmAlgoConfig& pin, DevArray<T>& d,
+                           const std::vector<double>& ran, cudaStream_t s) {
+  const auto set = mm.checked(call, pin);
+  if (!set || cuda::algo_config_of(set->algo) != pin) {
+    r.fail("the pin " + cuda::to_string(pin) + " set from its configuration " +
+           (set ? "comes out as " + cuda::to_string(cuda::algo_config_of(set->algo))
+                : std::string("does not initialise or pass cublasLtMatmulAlgoCheck")) +
+           ": enumerated pins cannot work on this cuBLASLt; survey again and update the table");
+    return;
+  }
+  d.poison();
+  mm.gemm_with(call, set->algo, s);
+  r.same_bits("the pin set from its configuration", d.download(), ran);
+}
+
 // A product the pin table (gemm_pins.hpp) names, at its real shape: GPT-2 124M's fc2 backward
 // into the fc layer with the DGELU epilogue, B=16 T=1024. On the GPU and cuBLASLt the pin is
 // for, the engine must run the pinned algorithm; on any, the result must match float64 (on every
@@ -618,6 +638,7 @@ void check_pinned_fc2_dgelu(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, c
   mm.linear_backward_input(dx.ptr(), dy.ptr(), w.ptr(), PN, PI, PO, cuda::cuda_dtype<T>(), false, s,
                            pre.ptr());
   r.same_bits("bf16 fc2 backward input + GELU', twice", dx.download(), first);
+  if (pin) check_pin_from_config(r, mm, call, *pin, dx, first, s);
 }
 
 template <typename T>

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""bench/gemm_pins_from_survey.py: the committed pin table is the committed survey's picks; a
+changed pick changes the table, --write replaces only the generated part, and a survey the table
+cannot take (an in-place split-K reduction, a pick without the same bits, a missing field) is
+refused with a message naming it."""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "bench", "gemm_pins_from_survey.py")
+SURVEY = os.path.join(ROOT, "bench", "results", "gemm-survey.json")
+PINS = os.path.join(ROOT, "runtime", "cuda", "gemm_pins.cpp")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+class GemmPinsFromSurvey(unittest.TestCase):
+    def setUp(self):
+        with open(SURVEY) as f:
+            self.survey = json.load(f)
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, content):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(content if isinstance(content, str) else json.dumps(content))
+        return path
+
+    def product(self, survey, name):
+        return next(p for p in survey["products"] if p["name"] == name)
+
+    def test_committed_table_is_the_committed_survey(self):
+        r = run(SURVEY, "--check", PINS)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_prints_one_entry_per_pick_other_than_the_first(self):
+        out = run(SURVEY).stdout
+        picks = [p for p in self.survey["products"] if p["pick"] != 0]
+        self.assertEqual(out.count("{{"), len(picks))
+        self.assertIn("{39, 20, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 0, 0, 5}", out)
+
+    def test_an_enumerated_pick_replaces_the_generated_part_only(self):
+        s = copy.deepcopy(self.survey)
+        p = self.product(s, "fc1 backward-weight =")
+        c = copy.deepcopy(p["candidates"][0])
+        c.update(rank=len(p["candidates"]), source="enumerated", median_ms=0.09, splitk=3,
+                 reduction="output_type", tile_id=201, custom_option=0, cluster_shape_id=2)
+        p["candidates"].append(c)
+        p["pick"] = c["rank"]
+        survey = self.write("survey.json", s)
+        with open(PINS) as f:
+            original = f.read()
+        pins = self.write("gemm_pins.cpp", original)
+        self.assertEqual(run(survey, "--check", pins).returncode, 1)
+        r = run(survey, "--write", pins)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(run(survey, "--check", pins).returncode, 0)
+        with open(pins) as f:
+            text = f.read()
+        self.assertIn("{66, 201, 35, 3, CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE, 0, 0, 0, 2}", text)
+        self.assertIn("(#%d, enumerated)" % c["rank"], text)
+        head = original[:original.index("// BEGIN generated")]
+        tail = original[original.index("// END generated"):]
+        self.assertTrue(text.startswith(head))
+        self.assertTrue(text.endswith(tail[tail.index("\n"):]))
+
+    def refused(self, survey, *words):
+        r = run(self.write("bad.json", survey))
+        self.assertEqual(r.returncode, 2, r.stdout)
+        for w in words:
+            self.assertIn(w, r.stderr)
+
+    def test_refuses_an_in_place_reduction(self):
+        s = copy.deepcopy(self.survey)
+        p = self.product(s, "attn-proj backward-weight =")
+        p["candidates"][p["pick"]]["reduction"] = "inplace"
+        self.refused(s, "attn-proj backward-weight =", "'inplace'")
+
+    def test_refuses_a_pick_without_the_same_bits(self):
+        s = copy.deepcopy(self.survey)
+        p = self.product(s, "qkv forward bias")
+        p["candidates"][p["pick"]]["same_bits"] = False
+        self.refused(s, "qkv forward bias", "same bits")
+
+    def test_refuses_a_missing_field_or_a_pick_out_of_range(self):
+        s = copy.deepcopy(self.survey)
+        del s["products"][0]["m"]
+        self.refused(s, "products[0]", '"m"')
+        s = copy.deepcopy(self.survey)
+        s["products"][0]["pick"] = 999
+        self.refused(s, "pick 999")
+        r = run(self.write("broken.json", "{"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("broken.json", r.stderr)
+
+    def test_a_file_without_the_region_is_refused(self):
+        r = run(SURVEY, "--write", self.write("other.cpp", "int x;\n"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("BEGIN generated", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
