@@ -3,7 +3,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.hpp"
 #include "grad_norm_kernels.hpp"
 
 namespace railyard::cuda {
@@ -40,15 +39,6 @@ GradNormSlices::GradNormSlices(const float* grads, double* slots,
     slices_.push_back({b.begin, b.end, total_slots_, blocks_for(i, tail)});
     total_slots_ += grad_sumsq_slots(b.end - b.begin, blocks_for(i, tail));
   }
-  RY_CUDA(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
-  RY_CUDA(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-  RY_CUDA(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
-}
-
-GradNormSlices::~GradNormSlices() {
-  if (fork_ != nullptr) cudaEventDestroy(fork_);
-  if (join_ != nullptr) cudaEventDestroy(join_);
-  if (side_ != nullptr) cudaStreamDestroy(side_);
 }
 
 void GradNormSlices::sum_slice(const Slice& s, cudaStream_t stream) const {
@@ -57,15 +47,11 @@ void GradNormSlices::sum_slice(const Slice& s, cudaStream_t stream) const {
 
 void GradNormSlices::beside(size_t i, cudaStream_t ready) {
   if (i == tail_) throw std::logic_error("GradNormSlices::beside: the tail is summed by finish()");
-  // One fork event serves every bucket: a wait binds to the record queued before it.
-  RY_CUDA(cudaEventRecord(fork_, ready));
-  RY_CUDA(cudaStreamWaitEvent(side_, fork_, 0));
-  sum_slice(slices_.at(i), side_);
+  sum_slice(slices_.at(i), side_.fork(ready));
 }
 
 void GradNormSlices::join(cudaStream_t compute) {
-  RY_CUDA(cudaEventRecord(join_, side_));
-  RY_CUDA(cudaStreamWaitEvent(compute, join_, 0));
+  side_.join(compute);
 }
 
 void GradNormSlices::finish(double* out, cudaStream_t compute, bool beside_done) {

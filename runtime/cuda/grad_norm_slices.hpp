@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "grad_bucket.hpp"
+#include "side_stream.hpp"
 
 namespace railyard::cuda {
 
@@ -30,9 +31,6 @@ class GradNormSlices {
   // slots_needed(buckets, tail) doubles.
   GradNormSlices(const float* grads, double* slots, const std::vector<GradBucket>& buckets,
                  size_t tail);
-  ~GradNormSlices();
-  GradNormSlices(const GradNormSlices&) = delete;
-  GradNormSlices& operator=(const GradNormSlices&) = delete;
 
   // Bucket i (not the tail) is final once the work queued on `ready` so far has run: its sum of
   // squares is queued on the side stream after that work.
@@ -55,8 +53,9 @@ class GradNormSlices {
   double* slots_;
   std::vector<Slice> slices_;
   size_t tail_, total_slots_ = 0;
-  cudaStream_t side_ = nullptr;
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  // Its own: the backward's other side stream (bias gradients) joins once per layer, which must
+  // not wait for the norm's buckets.
+  SideStream side_;
 };
 
 }  // namespace railyard::cuda
