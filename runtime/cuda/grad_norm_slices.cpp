@@ -8,10 +8,13 @@
 namespace railyard::cuda {
 namespace {
 
-// A bucket summed beside the backward runs on few blocks (two per H200 multiprocessor): it has
-// the time of a layer's backward to finish and should take little of the GPU from it. The tail
-// is on the critical path and fills the GPU.
-constexpr size_t kBesideBlocks = 264;
+// A bucket summed beside the backward: 528 blocks (four per H200 multiprocessor), about 13k
+// elements, a microsecond or two, each. The products are persistent kernels that hold every
+// multiprocessor (bench/NOTES.md, the bias gradients on a side stream measured slower), so the
+// side blocks run in the gaps between kernels: short blocks fill short gaps and delay a product
+// waiting for a multiprocessor little, while fewer slots keep the final sum, on the critical
+// path, short. The tail is on the critical path and fills the GPU.
+constexpr size_t kBesideBlocks = 528;
 
 size_t blocks_for(size_t i, size_t tail) {
   return i == tail ? grad_sumsq_full_blocks() : kBesideBlocks;

@@ -27,10 +27,10 @@ TEST(GradNormSlots, TheTailFillsTheGpuTheOthersRunOnFewBlocks) {
   for (int l = 0; l < 12; ++l, at += 7087872) buckets.push_back({at, at + 7087872});
   buckets.push_back({0, 39383040});
   buckets.push_back({at, at + 1536});
-  EXPECT_EQ(GradNormSlices::slots_needed(buckets, 12), 12 * 264 + grad_sumsq_full_blocks() + 1);
+  EXPECT_EQ(GradNormSlices::slots_needed(buckets, 12), 12 * 528 + grad_sumsq_full_blocks() + 1);
   // Another tail, another partition: the count follows the bucket named as tail (here the
   // final LayerNorm's, one block whatever the cap).
-  EXPECT_EQ(GradNormSlices::slots_needed(buckets, 13), 13 * 264 + 1);
+  EXPECT_EQ(GradNormSlices::slots_needed(buckets, 13), 13 * 528 + 1);
 }
 
 }  // namespace
