@@ -5,13 +5,16 @@
 //     and the step time while the write runs against steps without one;
 //   - takes synchronous saves (as on a signal), durable: GB/s against `dd oflag=direct` on the
 //     same directory in the same call;
-//   - loads and verifies the newest checkpoint: GB/s against reading the file with `dd`.
+//   - loads and verifies the newest checkpoint: GB/s against reading the file with `dd`, and
+//     where the load's time goes (the structure check, HDF5 open, allocation, read + verify).
+// --mode shards (under mpirun, no engine): the periodic-save stall of ZeRO-1 moment shards, each
+// rank holding the params and 1/world of m and v as a `--zero 1` run does.
 // Also writes small checkpoints with a known pattern for tests (--mode pattern,
 // tests/integration/ckpt_h5py_reads.py).
 //
 //   checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]
 //                    [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024 (= max_seq)]
-//                    [--repeat 3] [--json FILE] [--mode bench|pattern|load --steps N]
+//                    [--repeat 3] [--json FILE] [--mode bench|pattern|load|shards --steps N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +27,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
@@ -72,10 +77,11 @@ TrainProgress progress_at(int64_t step, const GptConfig& c) {
 constexpr const char* kUsage =
     "usage: checkpoint_bench --dir DIR [--device cpu|cuda] [--precision fp32|bf16] [--batch B]\n"
     "         [--layers 12 --dim 768 --heads 12 --vocab 50257 --seq 1024] [--repeat 3]\n"
-    "         [--json FILE] [--mode bench|pattern|load --steps N]\n"
+    "         [--json FILE] [--mode bench|pattern|load|shards --steps N]\n"
     "bench (default): periodic-save stall (first, later), step time during a background write,\n"
     "sync save vs `dd oflag=direct`, load + verify vs a `dd` read, all in DIR; one JSON line to\n"
-    "stdout and FILE. pattern: N small checkpoints of a known pattern for tests.\n";
+    "stdout and FILE. pattern: N small checkpoints of a known pattern for tests.\n"
+    "shards (under mpirun): the periodic-save stall with ZeRO-1 moment shards on every rank.\n";
 
 struct Options {
   GptConfig model;
@@ -157,16 +163,47 @@ double periodic_save(Engine& engine, CheckpointStore& store, int64_t step, const
 
 // Loads and verifies the newest checkpoint `repeat` times after a warm dd read of it (the
 // saves wrote around the page cache: the first read brings the file in, so both are measured
-// warm): the median load GB/s and the read's.
+// warm): the median load GB/s and the read's, and the median of each phase of the load.
 struct LoadFigures {
   double load_gbps, read_gbps;
+  LoadPhases phases;  // medians, ms
+  double other_ms;    // the rest of load_latest (listing the directory, choosing the file)
 };
+
+// The median of each phase over the loads, and of what they leave of each load's `secs`.
+LoadFigures phase_medians(const std::vector<LoadPhases>& ph, const std::vector<double>& secs) {
+  std::vector<double> check, open, alloc, read, other;
+  for (size_t i = 0; i < ph.size(); ++i) {
+    check.push_back(ph[i].check_ms);
+    open.push_back(ph[i].open_ms);
+    alloc.push_back(ph[i].allocate_ms);
+    read.push_back(ph[i].read_ms);
+    other.push_back(secs[i] * 1e3 - ph[i].check_ms - ph[i].open_ms - ph[i].allocate_ms -
+                    ph[i].read_ms);
+  }
+  LoadFigures f{};
+  f.phases = {median(check), median(open), median(alloc), median(read)};
+  f.other_ms = median(other);
+  return f;
+}
+
+// The phases as JSON fields, "\"load_check_ms\": ..., ..." (no braces).
+std::string phases_json(const LoadFigures& f) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "\"load_check_ms\": %.1f, \"load_open_ms\": %.1f, \"load_allocate_ms\": %.2f, "
+                "\"load_read_ms\": %.1f, \"load_other_ms\": %.1f",
+                f.phases.check_ms, f.phases.open_ms, f.phases.allocate_ms, f.phases.read_ms,
+                f.other_ms);
+  return buf;
+}
 LoadFigures measure_load(CheckpointStore& store, const GptConfig& c, const std::string& newest,
                          double gb, int repeat) {
   run_dd("if=" + newest + " of=/dev/null bs=64M");
   const double read_gbps = run_dd("if=" + newest + " of=/dev/null bs=64M");
   std::printf("dd read of %s (page cache warm): %.3f GB/s\n", newest.c_str(), read_gbps);
-  std::vector<double> rates;
+  std::vector<double> rates, secs_all;
+  std::vector<LoadPhases> phases;
   for (int r = 0; r < repeat; ++r) {
     const double t0 = now();
     const auto got = store.load_latest(gpt_attributes(c), nullptr);
@@ -175,9 +212,18 @@ LoadFigures measure_load(CheckpointStore& store, const GptConfig& c, const std::
       throw std::runtime_error("loaded " + (got ? got->path : "nothing") + ", not " + newest);
     }
     rates.push_back(gb / secs);
-    std::printf("load+verify %d: %.3f s, %.3f GB/s (page cache warm)\n", r + 1, secs, rates.back());
+    secs_all.push_back(secs);
+    phases.push_back(got->phases);
+    const LoadPhases& p = got->phases;
+    std::printf(
+        "load+verify %d: %.3f s, %.3f GB/s (page cache warm) | check %.1f ms, open %.1f ms, "
+        "allocate %.2f ms, read+verify %.1f ms\n",
+        r + 1, secs, rates.back(), p.check_ms, p.open_ms, p.allocate_ms, p.read_ms);
   }
-  return {median(rates), read_gbps};
+  LoadFigures f = phase_medians(phases, secs_all);
+  f.load_gbps = median(rates);
+  f.read_gbps = read_gbps;
+  return f;
 }
 
 // --mode load: the load + verify of the newest checkpoint in --dir (one --mode pattern wrote
@@ -191,10 +237,14 @@ int run_load(const Options& o) {
       all.begin(), all.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
   const double gb = static_cast<double>(last.bytes) / 1e9;
   const LoadFigures f = measure_load(store, o.model, last.path, gb, o.repeat);
-  std::printf(
-      "{\"file_gb\": %.4f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
-      "\"load_vs_read_pct\": %.1f}\n",
-      gb, f.load_gbps, f.read_gbps, f.load_gbps / f.read_gbps * 100);
+  char json[640];
+  std::snprintf(json, sizeof json,
+                "{\"file_gb\": %.4f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
+                "\"load_vs_read_pct\": %.1f, %s}\n",
+                gb, f.load_gbps, f.read_gbps, f.load_gbps / f.read_gbps * 100,
+                phases_json(f).c_str());
+  std::printf("%s", json);
+  if (!o.json.empty()) std::ofstream(o.json) << json;
   return 0;
 }
 
@@ -271,17 +321,17 @@ void print_json(const Options& o, const Engine& engine, double gb, const Periodi
   const double stall_later = p.stalls.size() > 1
                                  ? median(std::vector<double>(p.stalls.begin() + 1, p.stalls.end()))
                                  : p.stalls.front();
-  char json[1024];
+  char json[1400];
   std::snprintf(json, sizeof json,
                 "{\"engine\": \"%s\", \"state_gb\": %.4f, \"stall_ms_first\": %.3f, "
                 "\"stall_ms_later\": %.3f, \"step_ms_quiet\": %.2f, \"step_ms_during_write\": "
                 "%s, \"step_slowdown_pct\": %s, \"sync_gbps\": %.3f, \"dd_direct_gbps\": "
                 "%.3f, \"sync_vs_dd_pct\": %.1f, \"load_gbps\": %.3f, \"read_gbps\": %.3f, "
-                "\"load_vs_read_pct\": %.1f}\n",
+                "\"load_vs_read_pct\": %.1f, %s}\n",
                 engine.describe().c_str(), gb, p.stalls.front() * 1e3, stall_later * 1e3,
                 median(p.quiet) * 1e3, during_ms, slowdown, sync_gbps, dd_gbps,
                 sync_gbps / dd_gbps * 100, l.load_gbps, l.read_gbps,
-                l.load_gbps / l.read_gbps * 100);
+                l.load_gbps / l.read_gbps * 100, phases_json(l).c_str());
   std::printf("%s", json);
   if (!o.json.empty()) std::ofstream(o.json) << json;
 }
@@ -363,7 +413,8 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       return 2;
     }
   }
-  if (o.dir.empty() || (o.mode != "bench" && o.mode != "pattern" && o.mode != "load") ||
+  if (o.dir.empty() ||
+      (o.mode != "bench" && o.mode != "pattern" && o.mode != "load" && o.mode != "shards") ||
       o.repeat < 1) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
@@ -383,6 +434,74 @@ int write_patterns(const Options& o) {
   return 0;
 }
 
+// This rank's ZeRO-1 shard of the pattern state: the params whole, m and v over its 1/world.
+ModelState pattern_shard(const ParamLayout& layout, const Communicator& comm) {
+  ModelState s = pattern_state(layout, 1);
+  const size_t n = layout.total(), w = static_cast<size_t>(comm.size());
+  const size_t r = static_cast<size_t>(comm.rank());
+  s.shard_begin = n * r / w;
+  s.shard_end = n * (r + 1) / w;
+  s.m.assign(s.m.begin() + static_cast<std::ptrdiff_t>(s.shard_begin),
+             s.m.begin() + static_cast<std::ptrdiff_t>(s.shard_end));
+  s.v.assign(s.v.begin() + static_cast<std::ptrdiff_t>(s.shard_begin),
+             s.v.begin() + static_cast<std::ptrdiff_t>(s.shard_end));
+  return s;
+}
+
+// --mode shards: `repeat` periodic saves as the trainer takes them without a device snapshot
+// (the state copied into the previous save's buffers, then save_async); 10 ms stand-in steps,
+// each ending at a step boundary (background_finished), until the save is durable. The stall is
+// the slowest rank's.
+int run_shards(const Options& o) {
+  Communicator& comm = Communicator::world();
+  const ParamLayout layout = gpt_param_layout(o.model);
+  const ModelState live = pattern_shard(layout, comm);
+  CheckpointStore store(o.dir, 2, comm, gpt_checkpoint_schema());
+  std::vector<double> stalls, calls;  // the slowest rank's, ms
+  auto slowest = [&](double secs) {
+    return static_cast<double>(comm.allreduce_max(static_cast<int64_t>(secs * 1e6))) / 1e3;
+  };
+  for (int i = 0; i < o.repeat; ++i) {
+    comm.barrier();
+    const double t0 = now();
+    ModelState st = store.take_spare().value_or(ModelState{});
+    st.params = live.params;
+    st.m = live.m;
+    st.v = live.v;
+    st.shard_begin = live.shard_begin;
+    st.shard_end = live.shard_end;
+    st.adam_step = live.adam_step;
+    const double t1 = now();
+    store.save_async(gpt_stored_tensors(layout), gpt_attributes(o.model), std::move(st),
+                     progress_at(i + 1, o.model));
+    const double t2 = now();
+    stalls.push_back(slowest(t2 - t0));
+    calls.push_back(slowest(t2 - t1));
+    int steps = 0;
+    for (; !store.background_finished(); ++steps) usleep(10000);
+    const auto res = store.wait();
+    if (comm.rank() == 0) {
+      std::printf(
+          "periodic save %d: stall %.2f ms (slowest of %d ranks), of which save_async "
+          "%.2f ms, the rest the copy into the spare buffers | durable after %.3f s, %d "
+          "steps of 10 ms during it\n",
+          i + 1, stalls.back(), comm.size(), calls.back(), res->seconds, steps);
+    }
+  }
+  auto later = [](const std::vector<double>& v) {
+    return v.size() > 1 ? median(std::vector<double>(v.begin() + 1, v.end())) : v.front();
+  };
+  if (comm.rank() == 0) {
+    std::printf(
+        "{\"mode\": \"shards\", \"world\": %d, \"state_gb\": %.4f, "
+        "\"stall_ms_first\": %.3f, \"stall_ms_later\": %.3f, "
+        "\"save_async_ms_first\": %.3f, \"save_async_ms_later\": %.3f}\n",
+        comm.size(), 3.0 * static_cast<double>(layout.total()) * 4 / 1e9, stalls.front(),
+        later(stalls), calls.front(), later(calls));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -390,6 +509,7 @@ int main(int argc, char** argv) {
   if (const std::optional<int> code = parse(argc, argv, o)) return *code;
   if (o.mode == "pattern") return write_patterns(o);
   try {
+    if (o.mode == "shards") return run_shards(o);
     return o.mode == "load" ? run_load(o) : run_bench(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "checkpoint_bench: %s\n", e.what());

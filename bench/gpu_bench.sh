@@ -186,7 +186,8 @@ PY
 }
 
 # Checkpoint costs on this GPU and disk (bench/checkpoint_bench.cpp): stall, step slowdown during
-# a background write, sync save vs dd oflag=direct, load vs read; JSON to $W/ckpt-gpu.json.
+# a background write, sync save vs dd oflag=direct, load vs read and the load's phases; JSON to
+# $W/ckpt-gpu.json.
 stage_ckpt() {
   log "ckpt: checkpoint_bench cuda"
   ninja -C "$BUILD" -j16 checkpoint_bench railyard-ckpt railyard-train railyard-data \
@@ -196,8 +197,23 @@ stage_ckpt() {
   rm -rf "$dir"
   timeout 400 "$BUILD/bench/checkpoint_bench" --dir "$dir" --device cuda --precision bf16 \
     --batch 16 --repeat 3 --json "$W/ckpt-gpu.json" 2>&1 | tee "$W/ckpt-gpu.log"
-  stamp_result ckpt-gpu.json
   rm -rf "$dir"
+  # The load path alone (no engine), 5 loads beside a warm dd read, with its phases: added to
+  # ckpt-gpu.json as loadonly_* fields.
+  log "ckpt: checkpoint_bench --mode load (GPT-2 124M pattern checkpoint, 5 loads)"
+  rm -f "$W/ckpt-load.json"
+  "$BUILD/bench/checkpoint_bench" --dir "$dir-load" --mode pattern --steps 1 > /dev/null \
+    && timeout 200 "$BUILD/bench/checkpoint_bench" --dir "$dir-load" --mode load --repeat 5 \
+      --json "$W/ckpt-load.json" 2>&1 | tee -a "$W/ckpt-gpu.log"
+  rm -rf "$dir-load"
+  [ -f "$W/ckpt-load.json" ] && [ -f "$W/ckpt-gpu.json" ] && python3 - "$W/ckpt-gpu.json" \
+    "$W/ckpt-load.json" <<'PY'
+import json, sys
+out = json.load(open(sys.argv[1]))
+out.update({"loadonly_" + k: v for k, v in json.load(open(sys.argv[2])).items()})
+json.dump(out, open(sys.argv[1], "w"))
+PY
+  stamp_result ckpt-gpu.json
   log "ckpt: kill -9 during a background write of a GPU run, then resume"
   timeout 400 bash tests/gpu/ckpt_kill9_gpu.sh "$BUILD" "$dir-kill9" 2>&1 | tail -4 | tee -a "$W/ckpt-gpu.log"
   if [ "$GPUS" -ge 2 ]; then

@@ -42,6 +42,14 @@ struct SaveResult {
   bool direct_io = false;  // the tensors bypassed the page cache (O_DIRECT)
 };
 
+// Where read_checkpoint's time went, milliseconds (for benchmarks and the resume log).
+struct LoadPhases {
+  double check_ms = 0;     // the forked structure check (fork, HDF5 parse in the child)
+  double open_ms = 0;      // HDF5 open, metadata, small datasets, the tensors' plan, in process
+  double allocate_ms = 0;  // sizing the state's arrays (fresh pages, not touched)
+  double read_ms = 0;      // pread + XXH3 + value check of the tensors, one pass, many threads
+};
+
 struct LoadedCheckpoint {
   std::string path;
   Attributes model;       // the /model attributes, in the schema's order
@@ -50,6 +58,7 @@ struct LoadedCheckpoint {
   TrainProgress progress;
   int64_t format_version = 0;
   double created_unix = 0;  // when the save began
+  LoadPhases phases;        // set by read_checkpoint
 };
 
 struct CheckpointCheck {
@@ -123,28 +132,34 @@ class CheckpointStore {
   // first copied to the host and gathered, as above.
   SaveResult save(const StoredTensors& tensors, const Attributes& model, StateSnapshot& snapshot,
                   const TrainProgress& progress);
-  // Collective: gathers the state to the writing rank now, writes it on a background thread
-  // of rank 0 (the caller is blocked only for the gather). A previous background save is waited
-  // for first (like wait(), rethrowing its error).
+  // Collective: writes the state on background threads. Whole state: rank 0's writes the file.
+  // ZeRO shards, where every rank sees the directory (checked at construction): each rank's
+  // writer writes its shard into a part file, and rank 0's merges the parts into the file once
+  // all are written (agreed in background_finished or wait; docs/checkpoint-format.md); the
+  // caller is blocked for two small collectives, nothing is gathered. ZeRO shards elsewhere are
+  // gathered to rank 0 now. A previous background save is waited for first (like wait(),
+  // rethrowing its error).
   void save_async(const StoredTensors& tensors, const Attributes& model, ModelState state,
                   TrainProgress progress);
-  // The same from a snapshot, which the writer thread streams to the file; the caller is not
-  // blocked for any copy. Rank 0 keeps `snapshot` until the save is waited for; the other ranks
-  // release it at once. A ZeRO shard is copied to the host and gathered now (slower).
+  // The same from a snapshot, which the writer threads stream to the file (or a ZeRO shard to
+  // its part file); the caller is not blocked for any copy. The ranks that write from it keep
+  // `snapshot` until the save is waited for; the others release it at once. A ZeRO shard where
+  // not every rank sees the directory is copied to the host and gathered now (slower).
   void save_async(const StoredTensors& tensors, const Attributes& model,
                   std::shared_ptr<StateSnapshot> snapshot, TrainProgress progress);
   // Collective: waits for the background save; on every rank returns its result (if one ran)
   // or throws its CheckpointError.
   std::optional<SaveResult> wait();
-  // Collective and cheap (one broadcast while a background save is pending): true when there is
-  // no background save or the writing rank's has finished, so that wait() will not block. Lets
+  // Collective and cheap (one broadcast while a background save is pending; one all-reduce while
+  // ZeRO parts are written, and the boundary where all are written starts rank 0's merge): true
+  // when there is no background save or it has finished, so that wait() will not block. Lets
   // the caller report a save at the first step boundary after it became durable.
   bool background_finished();
 
   // The ModelState handed to the last save_async, once no background save reads it (after
-  // wait() on rank 0, at once on the others), so the caller can snapshot into its already
-  // allocated buffers next time instead of faulting in fresh ones; its contents are that
-  // snapshot. nullopt when there is none. Not collective.
+  // wait() on the ranks that write from it, at once on the others), so the caller can snapshot into
+  // its already allocated buffers next time instead of faulting in fresh ones; its contents are
+  // that snapshot. nullopt when there is none. Not collective.
   std::optional<ModelState> take_spare();
 
   // Newest first, each fully verified (not collective; any rank may call it).

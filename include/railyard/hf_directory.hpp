@@ -31,6 +31,6 @@ HfGpt2Config read_hf_config(const std::string& path);
 // must be there with its shape (with or without the "transformer." prefix); GPT-2's attention
 // mask buffers are ignored, lm_head.weight must equal wte; anything else is an error naming the
 // tensor. Throws std::invalid_argument (bad content) or std::runtime_error (I/O).
-std::vector<float> read_hf_params(const std::string& path, const GptConfig& cfg);
+FloatArray read_hf_params(const std::string& path, const GptConfig& cfg);
 
 }  // namespace railyard

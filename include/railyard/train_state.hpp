@@ -7,15 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "railyard/float_array.hpp"
+
 namespace railyard {
 
 // Parameters (fp32 master copy) and AdamW moments over the flat index space of a ParamLayout.
 // `params` always holds every element [0, layout.total()). `m` and `v` hold the elements
 // [shard_begin, shard_end): the whole range without ZeRO, this rank's shard with ZeRO-1.
+// The arrays' resize() leaves new elements unset (float_array.hpp).
 struct ModelState {
-  std::vector<float> params;
-  std::vector<float> m;
-  std::vector<float> v;
+  FloatArray params;
+  FloatArray m;
+  FloatArray v;
   size_t shard_begin = 0;
   size_t shard_end = 0;
   int64_t adam_step = 0;  // AdamW's t (bias correction)

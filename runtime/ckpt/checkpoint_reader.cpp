@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -16,13 +17,19 @@
 #include "isolated_read.hpp"
 #include "railyard/checkpoint.hpp"
 #include "tensor_reader.hpp"
-#include "zeroed_arrays.hpp"
 
 namespace railyard {
 namespace {
 
 using h5::check;
 using h5::Id;
+
+struct Stopwatch {
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  double ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -249,19 +256,42 @@ double model_elements(const CheckpointSchema& schema, const Attributes& model) {
   }
 }
 
-// The /params, /adam/m and /adam/v tensors of `layout`: their structure and extents, and with
-// kFull their bytes into `s` (sized here unless its arrays already hold layout.total zeros each),
-// verified against their checksums and value ranges.
-void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout,
-                  uint64_t file_bytes, Depth depth, ModelState& s) {
-  const bool full = depth == Depth::kFull;
-  if (full && !(s.params.size() == layout.total && s.m.size() == layout.total &&
-                s.v.size() == layout.total)) {
-    assign_zeroed({&s.params, &s.m, &s.v}, layout.total);
+// Zeroes the elements of `a` (layout.total long) that no tensor covers: the alignment padding
+// between tensors, which the file does not hold and the read does not write.
+void zero_padding(FloatArray& a, const StoredTensors& layout) {
+  std::vector<std::pair<size_t, size_t>> spans;  // [offset, end) of each tensor
+  for (const StoredTensor& t : layout.tensors) spans.push_back({t.offset, t.offset + t.numel});
+  std::sort(spans.begin(), spans.end());
+  size_t at = 0;
+  for (const auto& [b, e] : spans) {
+    if (b > at) std::fill(a.data() + at, a.data() + b, 0.0f);
+    at = std::max(at, e);
   }
+  if (at < a.size()) std::fill(a.data() + at, a.data() + a.size(), 0.0f);
+}
+
+// Sizes the three arrays of `s` for `layout` without touching their fresh pages (the reading
+// threads fault them in as they write them), the padding aside; returns the milliseconds taken.
+double size_for_read(ModelState& s, const StoredTensors& layout) {
+  const Stopwatch sw;
+  for (FloatArray* a : {&s.params, &s.m, &s.v}) {
+    a->resize(layout.total);
+    zero_padding(*a, layout);
+  }
+  return sw.ms();
+}
+
+// The /params, /adam/m and /adam/v tensors of `layout`: their structure and extents, and with
+// kFull their bytes read into `s` (sized here, its elements left unset until the read writes
+// them; the padding zeroed), verified against their checksums and value ranges. A failure
+// throws before `s` leaves the reader, so nothing sees an unset element.
+void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout,
+                  uint64_t file_bytes, Depth depth, ModelState& s, LoadPhases& ph) {
+  const bool full = depth == Depth::kFull;
+  if (full) ph.allocate_ms = size_for_read(s, layout);
   struct Part {
     const char* group;
-    std::vector<float>* data;
+    FloatArray* data;
   };
   std::vector<TensorRead> bulk;
   // The values of a bulk tensor are checked on the thread that reads it, chunk by chunk.
@@ -298,6 +328,7 @@ void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout,
   }
   check_extents(bulk, file_bytes);
   if (!full) return;
+  const Stopwatch sw;
   read_tensors_verified(path, bulk, [&](size_t i, size_t begin, size_t bytes) {
     const ValueCheck& c = bulk_checks[i];
     try {
@@ -308,11 +339,12 @@ void read_tensors(hid_t f, const std::string& path, const StoredTensors& layout,
       throw;
     }
   });
+  ph.read_ms = sw.ms();
 }
 
-// `arrays`: zeroed arrays for the tensors when the caller has them (read_checkpoint), or empty.
 LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& schema,
-                           const Attributes* expect, Depth depth, ModelState arrays = {}) {
+                           const Attributes* expect, Depth depth) {
+  const Stopwatch sw;
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) throw std::runtime_error(std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw std::runtime_error("not a regular file");
@@ -356,11 +388,11 @@ LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& sche
   read_verified(f, "rng_state", rng_dims, H5T_INTEGER, 8, H5T_NATIVE_UINT64, p.rng_state.data());
 
   ModelState& s = out.state;
-  s = std::move(arrays);
   s.shard_begin = 0;
   s.shard_end = layout.total;
   s.adam_step = meta.adam_step;
-  read_tensors(f, path, layout, file_bytes, depth, s);
+  read_tensors(f, path, layout, file_bytes, depth, s, out.phases);
+  out.phases.open_ms = sw.ms() - out.phases.allocate_ms - out.phases.read_ms;
   out.format_version = version;
   out.created_unix = h5::has_attr(f, "created_unix") ? h5::read_attr_f64(f, "created_unix") : 0;
   out.model = std::move(meta.model);
@@ -370,8 +402,7 @@ LoadedCheckpoint read_file(const std::string& path, const CheckpointSchema& sche
 
 // read_file to `depth` in a forked child (isolated_read.hpp). Never throws for a bad file.
 CheckpointCheck check_in_child(const std::string& path, const CheckpointSchema& schema,
-                               const Attributes* expect, Depth depth,
-                               const std::function<void()>& meanwhile = nullptr) {
+                               const Attributes* expect, Depth depth) {
   CheckpointCheck out;
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
@@ -384,9 +415,9 @@ CheckpointCheck check_in_child(const std::string& path, const CheckpointSchema& 
   }
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
-  const isolated::Outcome r = isolated::run(
-      static_cast<uint64_t>(st.st_size),
-      [&] { return read_file(path, schema, expect, depth).progress.step; }, meanwhile);
+  const isolated::Outcome r = isolated::run(static_cast<uint64_t>(st.st_size), [&] {
+    return read_file(path, schema, expect, depth).progress.step;
+  });
   out.valid = r.ok;
   out.step = r.step;
   if (!r.ok) out.error = path + ": " + r.error;
@@ -404,25 +435,18 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const CheckpointSchema
                                  const Attributes* expect) {
   // A file that crashes or exhausts HDF5 fails in a child first, which parses all of it that
   // HDF5 parses; the same bytes then parse the same way here. The raw tensor bytes, which HDF5
-  // does not parse, are read only here, once, and verified here (checksums, values).
-  // The expected model's arrays are allocated and faulted in meanwhile: that needs nothing from
-  // the file, and they reach the caller only filled by the read and after every check passed.
-  ModelState arrays;
-  auto allocate = [&] {
-    try {
-      assign_zeroed({&arrays.params, &arrays.m, &arrays.v}, schema.tensors(*expect).total);
-    } catch (const std::exception&) {
-      arrays = ModelState{};  // read_tensors allocates again and names the file if it fails
-    }
-  };
-  const CheckpointCheck checked =
-      check_in_child(path, schema, expect, Depth::kStructure,
-                     expect != nullptr ? std::function<void()>(allocate) : nullptr);
+  // does not parse, are read only here, once, straight into the state's fresh arrays, and
+  // verified here (checksums, values) before the state is returned.
+  const Stopwatch sw;
+  const CheckpointCheck checked = check_in_child(path, schema, expect, Depth::kStructure);
+  const double check_ms = sw.ms();
   if (!checked.valid) throw CheckpointError(checked.error);
   std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
   h5::quiet_errors();
   try {
-    return read_file(path, schema, expect, Depth::kFull, std::move(arrays));
+    LoadedCheckpoint out = read_file(path, schema, expect, Depth::kFull);
+    out.phases.check_ms = check_ms;
+    return out;
   } catch (const std::exception& e) {
     throw CheckpointError(path + ": " + e.what());
   }

@@ -20,6 +20,7 @@
 #include "checkpoint_writer.hpp"
 #include "collective_error.hpp"
 #include "hdf5_handle.hpp"
+#include "moment_parts.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/durable_file.hpp"
@@ -162,9 +163,9 @@ std::string check_local(const StoredTensors& layout, const ModelState& s) {
   return "";
 }
 
-Ranges exchange_ranges(Communicator& comm, const ModelState& s, size_t total) {
+Ranges exchange_ranges(Communicator& comm, uint64_t shard_begin, uint64_t shard_end, size_t total) {
   const int n = comm.size();
-  const std::vector<uint64_t> all = comm.allgather({s.shard_begin, s.shard_end});
+  const std::vector<uint64_t> all = comm.allgather({shard_begin, shard_end});
   Ranges r;
   for (int q = 0; q < n; ++q) {
     r.begin.push_back(all[2 * q]);
@@ -189,8 +190,8 @@ Ranges exchange_ranges(Communicator& comm, const ModelState& s, size_t total) {
 constexpr int kShardTag = 77;
 
 // Rank 0 receives every shard of `mine` into `full`; the others send theirs.
-void gather_to_root(Communicator& comm, const Ranges& r, const std::vector<float>& mine,
-                    std::vector<float>& full, size_t total) {
+void gather_to_root(Communicator& comm, const Ranges& r, const FloatArray& mine, FloatArray& full,
+                    size_t total) {
   if (comm.rank() == 0) {
     full.assign(total, 0.0f);
     std::copy(mine.begin(), mine.end(), full.begin() + static_cast<std::ptrdiff_t>(r.begin[0]));
@@ -202,12 +203,13 @@ void gather_to_root(Communicator& comm, const Ranges& r, const std::vector<float
   }
 }
 
-template <typename T>
-void bcast_vec(Communicator& comm, std::vector<T>& v) {
+// `v`: a std::vector of trivially copyable elements (any allocator).
+template <typename Vector>
+void bcast_vec(Communicator& comm, Vector& v) {
   uint64_t n = v.size();
   comm.broadcast(&n, sizeof n, 0);
   v.resize(n);
-  if (n > 0) comm.broadcast(v.data(), n * sizeof(T), 0);
+  if (n > 0) comm.broadcast(v.data(), n * sizeof(typename Vector::value_type), 0);
 }
 
 template <typename T>
@@ -241,6 +243,33 @@ void bcast_progress(Communicator& comm, TrainProgress& p) {
   broadcast_string(comm, p.config_json, 0);
 }
 
+// Collective: whether every rank sees the files rank 0 creates in `dir` (one filesystem for the
+// job, or ranks on one node), which background saves of ZeRO shards need (moment_parts.hpp).
+// False too when rank 0 cannot create the probe (a read-only directory): saves then fail with
+// their own reasons, as they did before the probe.
+bool every_rank_sees(Communicator& comm, const std::string& dir) {
+  long pid = static_cast<long>(getpid());
+  comm.broadcast(&pid, sizeof pid, 0);
+  const std::string probe =
+      dir + "/." + ckpt_format::file_name(0) + ".tmp-probe" + std::to_string(pid);
+  int created = 0;
+  if (comm.rank() == 0) {
+    try {
+      remove_file(probe);
+      create_private_file(probe);
+      created = 1;
+    } catch (const std::exception&) {
+      created = 0;
+    }
+  }
+  comm.broadcast(&created, sizeof created, 0);
+  if (created == 0) return false;
+  const int64_t sees = access(probe.c_str(), F_OK) == 0 ? 1 : 0;
+  const bool all = comm.allreduce_min(sees) == 1;
+  if (comm.rank() == 0) remove_file(probe);
+  return all;
+}
+
 }  // namespace
 
 struct CheckpointStore::Impl {
@@ -257,6 +286,22 @@ struct CheckpointStore::Impl {
   std::optional<ModelState> spare;
   std::atomic<double> rate{0};  // set by the background writer, read by the caller
   Validity validity;            // rank 0, caller's thread only
+
+  // A background save of ZeRO shards through part files (moment_parts.hpp): every rank's writer
+  // writes its part (kParts); once all have, agreed on the training thread, rank 0's writer
+  // merges them into the checkpoint file (kMerge). Only where every rank sees `dir`.
+  bool shared_dir = false;
+  enum class Phase { kNone, kParts, kMerge } phase = Phase::kNone;
+  struct PartsSave {
+    StoredTensors layout;
+    ckpt_format::Meta meta;
+    Ranges ranges;
+    double t_start = 0;
+    std::string context;
+    std::string error;  // the parts' failure, the same on every rank
+  };
+  std::optional<PartsSave> parts_save;
+  uint64_t part_hash = 0;  // set by this rank's part writer, read after join
 
   Impl(std::string d, int k, Communicator& c, const CheckpointSchema& sc)
       : dir(std::move(d)), keep(k), comm(c), schema(sc), validity(sc) {}
@@ -319,6 +364,16 @@ struct CheckpointStore::Impl {
       throw;
     }
   }
+
+  // Every rank: writes its part of in_flight_snapshot on its writer thread (rank 0 none).
+  void start_parts(const StoredTensors& layout, ckpt_format::Meta meta, Ranges ranges,
+                   double t_start, const std::string& context);
+  // Collective, on the training thread, once every part is written: rank 0 starts the merge.
+  void merge_parts();
+  std::string part_path(int rank) const {
+    return moment_part_path(dir, parts_save->meta.progress.step, rank, comm.size());
+  }
+  void remove_parts() const;
 
   // Rank 0: writes in_flight_snapshot on the background thread.
   void start_background(const StoredTensors& layout, const Attributes& model,
@@ -436,6 +491,7 @@ CheckpointStore::CheckpointStore(std::string dir, int keep, Communicator& comm,
   }
   try {
     raise_if_any(&comm, error);
+    if (comm.size() > 1) impl_->shared_dir = every_rank_sees(comm, impl_->dir);
   } catch (const std::exception& e) {
     throw CheckpointError(std::string("checkpoint directory: ") + e.what());
   }
@@ -457,7 +513,7 @@ SaveResult CheckpointStore::save(const StoredTensors& layout, const Attributes& 
   Ranges ranges;
   try {
     raise_if_any(&s.comm, check_local(layout, state));
-    ranges = exchange_ranges(s.comm, state, layout.total);
+    ranges = exchange_ranges(s.comm, state.shard_begin, state.shard_end, layout.total);
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
   }
@@ -548,10 +604,18 @@ void CheckpointStore::save_async(const StoredTensors& layout, const Attributes& 
   Ranges ranges;
   try {
     raise_if_any(&s.comm, check_local(layout, state));
-    ranges = exchange_ranges(s.comm, state, layout.total);
+    ranges = exchange_ranges(s.comm, state.shard_begin, state.shard_end, layout.total);
+    if (!ranges.replicated && s.shared_dir) {
+      s.in_flight = std::make_unique<ModelState>(std::move(state));
+      s.in_flight_snapshot = std::make_shared<HostStateSnapshot>(*s.in_flight);
+      s.start_parts(
+          layout, ckpt_format::Meta{model, std::move(progress), s.in_flight->adam_step, now_unix()},
+          std::move(ranges), t_start, context);
+      return;
+    }
     if (!ranges.replicated) {
       // MPI stays on the caller's thread (MPI_THREAD_FUNNELED): gather here, write there.
-      std::vector<float> m_full, v_full;
+      FloatArray m_full, v_full;
       gather_to_root(s.comm, ranges, state.m, m_full, layout.total);
       gather_to_root(s.comm, ranges, state.v, v_full, layout.total);
       state.m = std::move(m_full);
@@ -577,7 +641,8 @@ void CheckpointStore::save_async(const StoredTensors& layout, const Attributes& 
                                  std::shared_ptr<StateSnapshot> snapshot, TrainProgress progress) {
   Impl& s = *impl_;
   const double t_start = now_mono();
-  if (snapshot->shard_begin() != 0 || snapshot->shard_end() != snapshot->total()) {
+  const bool sharded = snapshot->shard_begin() != 0 || snapshot->shard_end() != snapshot->total();
+  if (sharded && !s.shared_dir) {
     // ZeRO shards are gathered on the caller's thread (MPI_THREAD_FUNNELED), from host copies.
     save_async(layout, model, materialize(*snapshot), std::move(progress));
     return;
@@ -585,13 +650,26 @@ void CheckpointStore::save_async(const StoredTensors& layout, const Attributes& 
   wait();
   const std::string context = "background checkpoint of step " + std::to_string(progress.step) +
                               " in " + s.dir + " failed: ";
+  Ranges ranges;
   try {
     raise_if_any(&s.comm, snapshot->total() == layout.total
                               ? ""
                               : "the snapshot holds " + std::to_string(snapshot->total()) +
                                     " parameters, the layout " + std::to_string(layout.total));
+    if (sharded) {
+      ranges =
+          exchange_ranges(s.comm, snapshot->shard_begin(), snapshot->shard_end(), layout.total);
+    }
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
+  }
+  if (sharded) {
+    const int64_t adam_step = snapshot->adam_step();
+    s.in_flight.reset();
+    s.in_flight_snapshot = std::move(snapshot);
+    s.start_parts(layout, ckpt_format::Meta{model, std::move(progress), adam_step, now_unix()},
+                  std::move(ranges), t_start, context);
+    return;
   }
   s.async_pending = true;
   s.spare.reset();
@@ -617,9 +695,72 @@ void CheckpointStore::Impl::start_background(const StoredTensors& layout, const 
   s.background.start(std::move(job));
 }
 
+void CheckpointStore::Impl::start_parts(const StoredTensors& layout, ckpt_format::Meta meta,
+                                        Ranges ranges, double t_start, const std::string& context) {
+  async_pending = true;
+  spare.reset();
+  phase = Phase::kParts;
+  parts_save = PartsSave{layout, std::move(meta), std::move(ranges), t_start, context, ""};
+  if (comm.rank() == 0) return;  // rank 0's shard goes into the file from its own snapshot
+  background.start([this, path = part_path(comm.rank()), snap = in_flight_snapshot.get()] {
+    part_hash = write_moment_part(path, *snap);
+    return SaveResult{};
+  });
+}
+
+void CheckpointStore::Impl::remove_parts() const {
+  for (int q = 1; q < comm.size(); ++q) {
+    try {
+      remove_file(part_path(q));
+    } catch (const std::exception& e) {
+      // Left for the next start's cleanup of temporaries; the save's outcome stands.
+      std::fprintf(stderr, "railyard: %s\n", e.what());
+    }
+  }
+}
+
+void CheckpointStore::Impl::merge_parts() {
+  PartsSave& ps = *parts_save;
+  phase = Phase::kMerge;
+  std::string error;
+  try {
+    background.join();  // finished (or nothing started, on rank 0)
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  try {
+    raise_if_any(&comm, error);
+  } catch (const std::exception& e) {
+    ps.error = ps.context + e.what();
+  }
+  const std::vector<uint64_t> hashes = comm.allgather({comm.rank() == 0 ? 0 : part_hash});
+  if (comm.rank() != 0) return;
+  if (!ps.error.empty()) {
+    remove_parts();
+    return;
+  }
+  std::vector<MomentPart> parts;
+  for (int q = 0; q < comm.size(); ++q) {
+    parts.push_back({q == 0 ? "" : part_path(q), ps.ranges.begin[q], ps.ranges.end[q], hashes[q]});
+  }
+  background.start([this, parts = std::move(parts), snap = in_flight_snapshot.get()] {
+    const PartsSave& ps = *parts_save;
+    try {
+      PartsSnapshot whole(*snap, parts);
+      SaveResult r = write_whole(ps.layout, ps.meta, whole, ps.t_start);
+      remove_parts();
+      return r;
+    } catch (const std::exception& e) {
+      remove_parts();
+      throw CheckpointError(ps.context + e.what());
+    }
+  });
+}
+
 std::optional<SaveResult> CheckpointStore::wait() {
   Impl& s = *impl_;
   if (!s.async_pending) return std::nullopt;
+  if (s.phase == Impl::Phase::kParts) s.merge_parts();
   s.async_pending = false;
   std::string error;
   SaveResult r;
@@ -629,10 +770,13 @@ std::optional<SaveResult> CheckpointStore::wait() {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    s.in_flight_snapshot.reset();  // before the state it may refer to
-    if (s.in_flight) s.spare = std::move(*s.in_flight);
-    s.in_flight.reset();
+    if (s.parts_save && !s.parts_save->error.empty()) error = s.parts_save->error;
   }
+  s.in_flight_snapshot.reset();  // before the state it may refer to
+  if (s.in_flight) s.spare = std::move(*s.in_flight);
+  s.in_flight.reset();
+  s.parts_save.reset();
+  s.phase = Impl::Phase::kNone;
   try {
     return s.share_result(error, r);
   } catch (const std::exception& e) {
@@ -643,6 +787,13 @@ std::optional<SaveResult> CheckpointStore::wait() {
 bool CheckpointStore::background_finished() {
   Impl& s = *impl_;
   if (!s.async_pending) return true;
+  if (s.phase == Impl::Phase::kParts) {
+    // Every rank's part writer decides whether rank 0 can merge now.
+    const int64_t done = s.comm.rank() == 0 || s.background.finished() ? 1 : 0;
+    if (s.comm.allreduce_min(done) == 0) return false;
+    s.merge_parts();
+  }
+  if (s.parts_save && !s.parts_save->error.empty()) return true;  // failed parts: no merge runs
   // Rank 0's writer decides, so every rank calls wait() at the same step.
   int finished = s.comm.rank() == 0 && s.background.finished() ? 1 : 0;
   s.comm.broadcast(&finished, sizeof finished, 0);

@@ -84,18 +84,9 @@ std::string signal_text(int sig) {
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
-// The exit status of child `pid`, once it has ended.
-int reap(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
-}
-
 }  // namespace
 
-Outcome run(uint64_t file_bytes, const std::function<int64_t()>& read,
-            const std::function<void()>& meanwhile) {
+Outcome run(uint64_t file_bytes, const std::function<int64_t()>& read) {
   const uint64_t budget = kBaseBytes + 4 * file_bytes;
   const unsigned seconds = kBaseSeconds + static_cast<unsigned>(file_bytes / kBytesPerSecond);
   Outcome out;
@@ -116,20 +107,11 @@ Outcome run(uint64_t file_bytes, const std::function<int64_t()>& read,
     child(fds[1], budget, seconds, read);
   }
   close(fds[1]);
-  if (meanwhile) {
-    try {
-      meanwhile();
-    } catch (...) {
-      // No child may outlive the call: it would hold the file and its limits' worth of memory.
-      kill(pid, SIGKILL);
-      close(fds[0]);
-      reap(pid);
-      throw;
-    }
-  }
   const std::string msg = read_pipe(fds[0]);
   close(fds[0]);
-  const int status = reap(pid);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && msg.rfind("ok ", 0) == 0) {
     out.ok = true;
     out.step = std::stoll(msg.substr(3));

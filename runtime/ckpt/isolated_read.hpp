@@ -18,9 +18,6 @@ struct Outcome {
 // Calls `read` in a child process limited to about 4 x `file_bytes` + 512 MiB of new address
 // space and 60 s + 1 s per 20 MB of the file. `read` throws std::exception on an invalid file.
 // The caller holds h5::hdf5_mutex() (no other thread is inside HDF5 when the child is forked).
-// `meanwhile`, when given, runs in the parent while the child reads (after the fork, so memory
-// it touches is not copied into the child); what it throws is rethrown once the child is gone.
-Outcome run(uint64_t file_bytes, const std::function<int64_t()>& read,
-            const std::function<void()>& meanwhile = nullptr);
+Outcome run(uint64_t file_bytes, const std::function<int64_t()>& read);
 
 }  // namespace railyard::isolated

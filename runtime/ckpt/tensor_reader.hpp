@@ -28,6 +28,8 @@ struct TensorRead {
 using ChunkCheck = std::function<void(size_t index, size_t begin, size_t bytes)>;
 
 // Reads every tensor into its dst and verifies it: its checksum, and `check` on each chunk.
+// A dst may be fresh, never-touched memory: each reading thread faults in the pages of the chunk
+// it is about to read, so the kernel's page work is spread over the threads and done once.
 // Throws std::runtime_error naming the first bad dataset (in `reads` order): a checksum
 // mismatch, bytes missing past the end of the file, or what `check` threw.
 void read_tensors_verified(const std::string& path, const std::vector<TensorRead>& reads,

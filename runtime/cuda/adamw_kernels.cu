@@ -14,9 +14,10 @@ namespace railyard::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// Two quads per thread and round: eight 16-byte loads in flight per thread before its first
-// store (bench/adamw_bench.cpp times this shape beside the others; bench/NOTES.md).
-constexpr int kQuads = 2;
+// One quad (four 16-byte loads) per thread and a block per 256 quads: the fastest shape that
+// bench/adamw_bench.cpp measured on the H200 (890 us against 1032 for one element per thread,
+// 961 for two quads per thread in one wave with evict-first hints; bench/NOTES.md).
+constexpr int kQuads = 1;
 
 void check_aligned(const void* p, size_t alignment, const char* what) {
   if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
@@ -48,13 +49,11 @@ void adamw_update(float* params, T* compute, float* m, float* v, const float* gr
   check_aligned(v, 16, "v");
   check_aligned(grads, 16, "the gradients");
   check_aligned(compute, 4 * sizeof(T), "the compute copy");
-  // One wave of resident blocks, each thread looping over the state: no block waits to start.
-  auto kernel = adamw_streaming_kernel<T, kQuads, true>;
+  // A block for every kThreads quads, so the kernel's loop runs once per thread.
   const size_t per_block = size_t(kQuads) * kThreads;
-  const size_t needed = std::max<size_t>((n / 4 + per_block - 1) / per_block, 1);
-  const size_t grid = std::min(needed, size_t(resident_blocks(kernel, kThreads)));
-  kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(params, compute, m, v, grads, decay,
-                                                               n, s);
+  const size_t grid = std::max<size_t>((n / 4 + per_block - 1) / per_block, 1);
+  adamw_streaming_kernel<T, kQuads, false><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+      params, compute, m, v, grads, decay, n, s);
   RY_CUDA_LAUNCHED();
 }
 

@@ -99,19 +99,14 @@ class CudaEngine final : public Engine {
   float optimizer_step(const AdamWParams& hp, float lr) override;
   void save_state(ModelState& out) override;
   std::shared_ptr<StateSnapshot> snapshot_state(bool training_continues) override;
-  std::string checkpoint_note() const override {
-    return sharded_state() && opts_.reserve_snapshot
-               ? "ckpt snapshot: none with --zero 1 on several ranks (the moments are gathered "
-                 "through host memory)"
-               : snapshots_->note();
-  }
+  // With --zero 1 on several ranks the snapshot holds this rank's shard of the moments; the
+  // store writes it into a part file of its own (docs/checkpoint-format.md).
+  std::string checkpoint_note() const override { return snapshots_->note(); }
   void load_state(const ModelState& in) override;
   std::pair<size_t, size_t> device_memory() const override;
 
  private:
   static constexpr bool kFp32 = std::is_same_v<T, float>;
-  // ZeRO-1 over several ranks: checkpoints gather the moments through host memory anyway.
-  bool sharded_state() const { return opts_.zero_stage == 1 && comm_.size() > 1; }
   // Positions per chunk of the LM head: 4096 x 50304 bf16 logits are 412 MB instead of 1.6 GB
   // for the whole 16 x 1024 batch, and each chunk's products are still large.
   static constexpr size_t kHeadRows = 4096;
@@ -204,8 +199,6 @@ class CudaEngine final : public Engine {
   std::vector<LayerParams> lp_;
 
   cudaStream_t stream_ = nullptr;
-  // The bias gradients' first passes, beside the products that read the same gradient.
-  std::unique_ptr<SideStream> side_;
   std::unique_ptr<Matmul> mm_;
   DeviceBuffer mem_;
   PinnedBuffer host_scalars_;  // losses of the last batch, then the gradient norm
@@ -276,8 +269,8 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   locate_params();
   shard_params();
 
+  // Above the gradient norm's side stream: its sums yield to the step's critical path.
   RY_CUDA(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, main_stream_priority()));
-  side_ = std::make_unique<SideStream>();
   mm_ = std::make_unique<Matmul>();
   plan_memory();
   describe_ += attention_description();
@@ -292,7 +285,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   // Last, so the reserve takes only what the plan, NCCL and cuBLASLt left (256 MiB spare).
   snapshots_ = std::make_unique<DeviceSnapshots>(
       device_, DeviceState{master_, m_, v_, total_, std::min(shard_begin_, state_end), state_end},
-      opts_.reserve_snapshot && !sharded_state(), size_t{256} << 20);
+      opts_.reserve_snapshot, size_t{256} << 20);
   RY_CUDA(cudaStreamSynchronize(stream_));
 }
 
@@ -812,14 +805,12 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc, bool norm) 
     // came with the LayerNorm backward that produced it).
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
-    // fc's bias: a memory-bound read of d4 beside the three compute-bound products; its second
-    // pass joins the LayerNorm's (one launch for the two small sums).
-    const ColumnSums fcb =
-        bias_grad_first_pass(g(p.fcb), bias_partials_, d4_, N, 4 * C_, acc, side_->fork(stream_));
     mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, acc, stream_);
-    side_->join(stream_);
+    // fc's bias: its second pass joins the LayerNorm's (one launch for the two small sums).
+    const ColumnSums fcb =
+        bias_grad_first_pass(g(p.fcb), bias_partials_, d4_, N, 4 * C_, acc, stream_);
     layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), part, dB_, a.resid_mid, w(p.ln2w),
                        a.ln2_mean, a.ln2_rstd, N, C_, true, acc, &fcb, stream_);
     // Attention.
@@ -830,11 +821,10 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc, bool norm) 
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
     attention_block_backward(a, shape);
-    const ColumnSums qkvb =
-        bias_grad_first_pass(g(p.qkvb), bias_partials_, qkv_, N, 3 * C_, acc, side_->fork(stream_));
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
-    side_->join(stream_);
+    const ColumnSums qkvb =
+        bias_grad_first_pass(g(p.qkvb), bias_partials_, qkv_, N, 3 * C_, acc, stream_);
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, part, dB_, a.resid, w(p.ln1w),
                        a.ln1_mean, a.ln1_rstd, N, C_, true, acc, &qkvb, stream_);

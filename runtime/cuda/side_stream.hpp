@@ -1,12 +1,12 @@
 #pragma once
 // A second stream, of the least priority, for work that nothing else in the phase waits on until
-// a known point: the memory-bound bias-gradient sums run there while the compute-bound products
-// that read the same gradient run on the main stream. fork() orders the side stream after
-// everything queued so far on the main stream; join() orders the main stream after everything
-// queued on the side since. Both are event record/wait pairs, so they work eagerly and inside a
-// CUDA-graph capture (where they become the graph's edges); a capture must join every fork before
-// it ends. The kernels and their order on each stream are unchanged, so the results are the same
-// bits.
+// a known point: the gradient norm's sums of the buckets the backward has finished
+// (grad_norm_slices.hpp). fork() orders the side stream after everything queued so far on the
+// given stream; join() orders that stream after everything queued on the side since. Both are
+// event record/wait pairs, so they work eagerly and inside a CUDA-graph capture (where they
+// become the graph's edges); a capture must join every fork before it ends. Each edge costs:
+// the bias gradients on such a stream, forked and joined twice per layer, made the step 0.2 ms
+// slower (bench/NOTES.md), so a fork should carry work the main stream does not wait for soon.
 
 #include <cuda_runtime.h>
 

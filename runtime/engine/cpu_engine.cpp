@@ -117,9 +117,9 @@ float CpuEngine::optimizer_step(const AdamWParams& hp, float lr) {
 }
 
 void CpuEngine::save_state(ModelState& out) {
-  out.params = params_;
-  out.m = m_;
-  out.v = v_;
+  out.params.assign(params_.begin(), params_.end());
+  out.m.assign(m_.begin(), m_.end());
+  out.v.assign(v_.begin(), v_.end());
   out.shard_begin = 0;
   out.shard_end = params_.size();
   out.adam_step = adam_step_;
@@ -148,9 +148,9 @@ void CpuEngine::load_state(const ModelState& in) {
     throw std::invalid_argument("checkpoint AdamW step is negative (" +
                                 std::to_string(in.adam_step) + ")");
   }
-  params_ = in.params;
-  m_ = in.m;
-  v_ = in.v;
+  params_.assign(in.params.begin(), in.params.end());
+  m_.assign(in.m.begin(), in.m.end());
+  v_.assign(in.v.begin(), in.v.end());
   adam_step_ = in.adam_step;
 }
 

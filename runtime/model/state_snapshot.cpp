@@ -44,9 +44,9 @@ std::vector<float*> StateSnapshot::staging(size_t n, size_t bytes) {
 
 void HostStateSnapshot::copy_out(StateArray array, size_t begin, size_t count, float* dst) {
   const size_t at = snapshot_offset(*this, array, begin, count);
-  const std::vector<float>& src = array == StateArray::kParams ? params_->params
-                                  : array == StateArray::kM    ? moments_->m
-                                                               : moments_->v;
+  const FloatArray& src = array == StateArray::kParams ? params_->params
+                          : array == StateArray::kM    ? moments_->m
+                                                       : moments_->v;
   if (count > 0) std::memcpy(dst, src.data() + at, count * sizeof(float));
 }
 

@@ -158,7 +158,7 @@ std::vector<int32_t> prompt_tokens(const SampleArgs& a, int vocab) {
 
 // The logits of every prompt position over the real vocabulary, as a float32 [T, vocab] .npy.
 void dump_logits(const SampleArgs& a, const railyard::GptConfig& cfg,
-                 const std::vector<float>& params, const std::vector<int32_t>& prompt) {
+                 const railyard::FloatArray& params, const std::vector<int32_t>& prompt) {
   std::error_code ec;
   if (!a.force && std::filesystem::exists(std::filesystem::symlink_status(a.dump, ec))) {
     throw std::invalid_argument(a.dump + " exists; pass --force to overwrite it");
@@ -209,7 +209,7 @@ void print_result(const std::vector<int32_t>& prompt, const std::vector<int32_t>
 int ckpt_sample_command(const SampleArgs& a) {
   try {
     railyard::GptConfig cfg;
-    std::vector<float> params;
+    railyard::FloatArray params;
     std::error_code ec;
     if (std::filesystem::is_directory(a.model, ec) || a.model.ends_with(".safetensors")) {
       cfg = railyard::gpt_config_from_hf(railyard::read_hf_config(a.model));

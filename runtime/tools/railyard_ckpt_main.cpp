@@ -85,7 +85,7 @@ int cmd_verify(const std::string& path) {
   }
 }
 
-double rms(const std::vector<float>& v, const railyard::StoredTensor& t) {
+double rms(const railyard::FloatArray& v, const railyard::StoredTensor& t) {
   double s = 0;
   for (size_t i = t.offset; i < t.offset + t.numel; ++i) s += double(v[i]) * v[i];
   return std::sqrt(s / static_cast<double>(t.numel));

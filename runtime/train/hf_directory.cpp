@@ -117,7 +117,7 @@ HfGpt2Config read_hf_config(const std::string& path) {
   }
 }
 
-std::vector<float> read_hf_params(const std::string& path, const GptConfig& cfg) {
+FloatArray read_hf_params(const std::string& path, const GptConfig& cfg) {
   const std::string weights = hf_paths(path).weights;
   std::error_code ec;
   if (!fs::is_regular_file(weights, ec)) {
@@ -130,7 +130,7 @@ std::vector<float> read_hf_params(const std::string& path, const GptConfig& cfg)
   SafetensorsReader reader(weights);
   const SafetensorsHeader& h = reader.header();
   const ParamLayout layout = gpt_param_layout(cfg);
-  std::vector<float> params(layout.total(), 0.0f);
+  FloatArray params(layout.total(), 0.0f);
   std::vector<float> buf;
   std::vector<std::string> used;
   for (const HfTensor& t : hf_gpt2_tensors(cfg)) {

@@ -1,8 +1,8 @@
 #!/bin/bash
 # ZeRO-1 checkpoints across world sizes, on the GPU machine with 2 GPUs. A 2-rank --zero 1 run
 # saves every 10 steps (one file with the whole logical moments: each rank's hyperslabs with
-# parallel HDF5, gathered to rank 0 with serial HDF5 and in background saves). From its step-10
-# checkpoint
+# parallel HDF5, gathered to rank 0 with serial HDF5; background saves write each rank's shard
+# from its device snapshot into a part file that rank 0 merges). From its step-10 checkpoint
 #   - 2 ranks with --zero 1 continue bit for bit: the losses of steps 11-20 equal the run's;
 #   - 1 rank resumes at step 10 (saved on 2 ranks), finishes, its step-20 file says world size 1;
 # and that 1-rank step-20 checkpoint resumes on 2 ranks with --zero 1 (each rank cuts its shard).

@@ -113,11 +113,12 @@ void run_traced(Engine& e, const std::vector<Batch>& data, int from, int to, Tra
   e.save_state(t.state);
 }
 
-template <typename V>
-size_t count_differing(const std::vector<V>& a, const std::vector<V>& b) {
+// `a`, `b`: std::vectors of the same type (any allocator).
+template <typename Vector>
+size_t count_differing(const Vector& a, const Vector& b) {
   if (a.size() != b.size()) return std::max(a.size(), b.size());
   size_t n = 0;
-  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(V)) != 0;
+  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(a[i])) != 0;
   return n;
 }
 

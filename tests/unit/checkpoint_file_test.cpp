@@ -1,11 +1,15 @@
 // One checkpoint file: exact round trip, what is stored, and rejection of damaged files.
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <malloc.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "checkpoint_test_util.hpp"
 #include "railyard/checkpoint.hpp"
@@ -155,6 +159,42 @@ TEST_F(CheckpointFile, DifferentModelShapeIsRejected) {
 TEST_F(CheckpointFile, NotAnHdf5FileIsRejected) {
   std::ofstream(path_, std::ios::trunc) << "not a checkpoint";
   EXPECT_NE(error_of().find("not a readable HDF5 file"), std::string::npos) << error_of();
+}
+
+// The load reads into arrays whose elements start unset (FloatArray): the alignment padding
+// between tensors, which the file does not hold, must still come back as zeros, also when the
+// arrays' memory comes from the heap with other contents in it.
+TEST(CheckpointLoad, PaddingLoadsAsZerosAndTensorsBitExactInReusedMemory) {
+  GptConfig model = ckpt_test::tiny_model();
+  model.dim = 12;  // LayerNorm and bias tensors of 12 elements: 4 of padding after each
+  model.heads = 2;
+  const ParamLayout layout = gpt_param_layout(model);
+  std::vector<bool> covered(layout.total(), false);
+  for (const TensorSpec& t : layout.tensors()) {
+    std::fill(covered.begin() + static_cast<std::ptrdiff_t>(t.offset),
+              covered.begin() + static_cast<std::ptrdiff_t>(t.offset + t.numel), true);
+  }
+  ASSERT_NE(std::count(covered.begin(), covered.end(), false), 0) << "no padding to check";
+  ScratchDir dir;
+  CheckpointStore store(dir.path(), 0, Communicator::world(), gpt_checkpoint_schema());
+  const ModelState saved = ckpt_test::make_state(layout, 0.25f);  // padding non-zero here
+  const std::string path = store
+                               .save(gpt_stored_tensors(layout), gpt_attributes(model), saved,
+                                     ckpt_test::make_progress(3))
+                               .path;
+  // glibc then fills each block malloc returns with bytes 0xa5 (~0x5a), as reused memory may
+  // hold anything; the arrays here are small enough to come from the heap, not fresh pages.
+  mallopt(M_PERTURB, 0x5a);
+  const LoadedCheckpoint got = ckpt_test::read_gpt(path, &model);
+  mallopt(M_PERTURB, 0);
+  const float zero = 0.0f;
+  for (size_t i = 0; i < layout.total(); ++i) {
+    for (auto [a, b] : {std::pair{&got.state.params, &saved.params},
+                        std::pair{&got.state.m, &saved.m}, std::pair{&got.state.v, &saved.v}}) {
+      ASSERT_EQ(std::memcmp(&(*a)[i], covered[i] ? &(*b)[i] : &zero, 4), 0)
+          << "element " << i << (covered[i] ? " (a tensor's)" : " (padding)");
+    }
+  }
 }
 
 }  // namespace

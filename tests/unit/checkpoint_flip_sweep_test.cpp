@@ -44,7 +44,7 @@ void spill(const std::string& path, const std::string& bytes) {
 }
 
 bool same_state(const LoadedCheckpoint& a, const ModelState& b) {
-  auto eq = [](const std::vector<float>& x, const std::vector<float>& y) {
+  auto eq = [](const FloatArray& x, const FloatArray& y) {
     return x.size() == y.size() && std::memcmp(x.data(), y.data(), 4 * x.size()) == 0;
   };
   return eq(a.state.params, b.params) && eq(a.state.m, b.m) && eq(a.state.v, b.v) &&

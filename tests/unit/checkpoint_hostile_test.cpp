@@ -369,32 +369,6 @@ TEST(IsolatedRead, ResultAndMessagesComeBack) {
   EXPECT_EQ(r.error, "bad thing");
 }
 
-TEST(IsolatedRead, MeanwhileRunsBesideTheChildAndItsErrorEndsTheChild) {
-  // The child waits for a byte the parent's `meanwhile` writes: both run at once.
-  int go[2];
-  ASSERT_EQ(pipe(go), 0);
-  isolated::Outcome r = isolated::run(
-      1000,
-      [&]() -> int64_t {
-        char c = 0;
-        return read(go[0], &c, 1) == 1 ? c : -1;
-      },
-      [&] { ASSERT_EQ(write(go[1], "\x07", 1), 1); });
-  EXPECT_TRUE(r.ok) << r.error;
-  EXPECT_EQ(r.step, 7);
-  // A child that never ends by itself: the throw must kill and reap it, not hang.
-  EXPECT_THROW(isolated::run(
-                   1000,
-                   []() -> int64_t {
-                     pause();
-                     return 0;
-                   },
-                   [] { throw std::runtime_error("no memory"); }),
-               std::runtime_error);
-  close(go[0]);
-  close(go[1]);
-}
-
 }  // namespace
 
 namespace {

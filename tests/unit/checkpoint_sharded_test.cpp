@@ -1,12 +1,15 @@
 // Sharded moments (ZeRO-1 layout): on one rank under ctest; tests/integration/ckpt_mpi_units.sh
 // runs it on 2 and 3 ranks, where shards cut tensors mid-row and the file must be the same as
-// an unsharded save (collective hyperslabs with parallel HDF5, gathered otherwise and in async
-// saves).
+// an unsharded save (collective hyperslabs with parallel HDF5, gathered otherwise; background
+// saves through each rank's part file, merged by rank 0).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <optional>
 
+#include "../../runtime/ckpt/moment_parts.hpp"
 #include "checkpoint_test_util.hpp"
 #include "railyard/checkpoint.hpp"
 #include "railyard/communicator.hpp"
@@ -50,6 +53,16 @@ class Sharded : public ::testing::Test {
     return s;
   }
 
+  // The temporaries (".ckpt-...") in the directory, as rank 0 sees them.
+  std::vector<std::string> temporaries() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(".ckpt-", 0) == 0) out.push_back(name);
+    }
+    return out;
+  }
+
   void expect_full(const LoadedCheckpoint& got) const {
     for (const TensorSpec& t : layout_.tensors()) {
       for (size_t i = t.offset; i < t.offset + t.numel; ++i) {
@@ -77,7 +90,7 @@ TEST_F(Sharded, SyncSaveHoldsTheWholeLogicalTensors) {
   EXPECT_EQ(got.progress.world_size, comm_.size());
 }
 
-TEST_F(Sharded, AsyncGatheredSaveEqualsTheSyncSave) {
+TEST_F(Sharded, AsyncSaveEqualsTheSyncSave) {
   CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
   store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
              ckpt_test::make_progress(8));
@@ -91,6 +104,87 @@ TEST_F(Sharded, AsyncGatheredSaveEqualsTheSyncSave) {
   EXPECT_EQ(a.state.params, b.state.params);
   EXPECT_EQ(a.state.m, b.state.m);
   EXPECT_EQ(a.state.v, b.state.v);
+  if (comm_.rank() == 0) {
+    EXPECT_TRUE(temporaries().empty());
+  }
+}
+
+// A background save of shards is collected at the step boundaries (background_finished) as the
+// trainer does; each rank gets its own shard back as the spare (nothing was gathered into it).
+TEST_F(Sharded, AsyncSaveFinishesAtStepBoundaries) {
+  CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
+  store.save_async(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+                   ckpt_test::make_progress(12));
+  int boundaries = 0;
+  while (!store.background_finished()) {
+    ASSERT_LT(++boundaries, 100000) << "the background save never finished";
+    usleep(200);
+  }
+  const auto r = store.wait();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->path, dir_ + "/ckpt-00000012.h5");
+  expect_full(ckpt_test::read_gpt(r->path, &model_));
+  const std::optional<ModelState> spare = store.take_spare();
+  ASSERT_TRUE(spare.has_value());
+  EXPECT_EQ(spare->m, shard().m);
+  EXPECT_EQ(spare->shard_begin, shard().shard_begin);
+  if (comm_.rank() == 0) {
+    EXPECT_TRUE(temporaries().empty());
+  }
+}
+
+// What a kill -9 during a background save leaves (the parts and rank 0's temporary file) is not
+// a checkpoint: the next start removes it and resumes from the newest complete one.
+TEST_F(Sharded, AKilledAsyncSaveLeavesThePreviousCheckpointNewest) {
+  {
+    CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
+    store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+               ckpt_test::make_progress(4));
+  }
+  if (comm_.rank() != 0) {
+    std::ofstream(moment_part_path(dir_, 5, comm_.rank(), comm_.size())) << "half a part";
+  } else {
+    std::ofstream(dir_ + "/.ckpt-00000005.h5.tmp-12345") << "half a file";
+  }
+  comm_.barrier();
+  CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
+  if (comm_.rank() == 0) {
+    EXPECT_TRUE(temporaries().empty());
+  }
+  const auto got = store.load_latest(gpt_attributes(model_), nullptr);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->progress.step, 4);
+  expect_full(*got);
+}
+
+// A part writer that fails (here: its file name is taken by a directory) fails the save on
+// every rank, at the same step boundary, and leaves neither a checkpoint nor a part.
+TEST_F(Sharded, AFailedPartFailsTheSaveOnEveryRank) {
+  CheckpointStore store(dir_, 0, comm_, gpt_checkpoint_schema());
+  store.save(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+             ckpt_test::make_progress(6));
+  const int bad = comm_.size() - 1;
+  if (comm_.rank() == bad && bad > 0) {
+    fs::create_directory(moment_part_path(dir_, 7, bad, comm_.size()));
+  }
+  comm_.barrier();
+  store.save_async(gpt_stored_tensors(layout_), gpt_attributes(model_), shard(),
+                   ckpt_test::make_progress(7));
+  while (!store.background_finished()) usleep(200);
+  if (bad > 0) {
+    EXPECT_THROW(store.wait(), CheckpointError);
+    if (comm_.rank() == bad) fs::remove(moment_part_path(dir_, 7, bad, comm_.size()));
+    comm_.barrier();
+    if (comm_.rank() == 0) {
+      EXPECT_FALSE(fs::exists(dir_ + "/ckpt-00000007.h5"));
+      EXPECT_TRUE(temporaries().empty());
+    }
+  } else {
+    EXPECT_TRUE(store.wait().has_value());
+  }
+  const auto got = store.load_latest(gpt_attributes(model_), nullptr);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->progress.step, bad > 0 ? 6 : 7);
 }
 
 TEST_F(Sharded, EveryRankLoadsTheWholeState) {
