@@ -53,9 +53,7 @@ class GradNormSlices {
   double* slots_;
   std::vector<Slice> slices_;
   size_t tail_, total_slots_ = 0;
-  // Its own: the backward's other side stream (bias gradients) joins once per layer, which must
-  // not wait for the norm's buckets.
-  SideStream side_;
+  SideStream side_;  // where beside() queues the buckets' sums
 };
 
 }  // namespace railyard::cuda
