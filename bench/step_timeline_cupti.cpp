@@ -71,6 +71,8 @@ void check(CUptiResult r, const char* call) {
   else if (r == CUPTI_ERROR_NOT_INITIALIZED || r == CUPTI_ERROR_NOT_COMPATIBLE)
     hint =
         " (libcupti does not match the driver: use the libcupti of the CUDA the driver supports)";
+  else if (r == CUPTI_ERROR_UNKNOWN)
+    hint = " (no CUDA driver or GPU reachable? check nvidia-smi and that libcuda.so loads)";
   fail(std::string(call) + " failed: " + text + hint);
 }
 
