@@ -13,6 +13,7 @@
 #include <cupti.h>
 
 #include <cxxabi.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,7 @@ struct Timeline {
   std::vector<std::string> names;
   std::unordered_map<std::string, uint32_t> ids;
   size_t dropped = 0;
+  pid_t owner = 0;  // a forked child (the checkpoint file check) inherits atexit: it writes nothing
 };
 
 Timeline& timeline() {
@@ -188,6 +190,7 @@ nlohmann::json to_json(const Timeline& t) {
 // At exit, before the CUDA runtime's own teardown (registered earlier, so run later): flush what
 // CUPTI still holds, then write the file whole (a temporary renamed) so a reader never sees half.
 void write_timeline() {
+  if (getpid() != timeline().owner) return;
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
   const char* out = std::getenv("RAILYARD_TIMELINE_OUT");
   Timeline& t = timeline();
@@ -211,6 +214,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   const char* out = std::getenv("RAILYARD_TIMELINE_OUT");
   if (out == nullptr || *out == '\0')
     fail("RAILYARD_TIMELINE_OUT is not set: name the JSON file the timeline is written to");
+  timeline().owner = getpid();
   check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
         "cuptiActivityRegisterCallbacks");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
