@@ -334,7 +334,8 @@ stage_timeline() {
   log "timeline: railyard-train cuda bf16 x1 (14 steps) under CUPTI"
   ninja -C "$BUILD" -j16 railyard-train step_timeline_cupti > "$W/build-timeline.log" 2>&1 || {
     grep -E "error|FAILED" "$W/build-timeline.log" | head -30
-    echo "timeline: no step_timeline_cupti: run the build stage first (cmake.log must say step timeline (CUPTI): ON)"
+    echo "timeline: no step_timeline_cupti: run the build stage first; cmake.log must say" \
+      "step timeline (CUPTI): ON"
     return 1
   }
   rm -f "$W/timeline-raw.json" "$W/step-timeline.json" "$W/railyard_timeline.jsonl"

@@ -91,10 +91,18 @@ def percentile(sorted_values, p):
     return sorted_values[max(0, math.ceil(p * len(sorted_values)) - 1)]
 
 
+def ms(ns):
+    return round(ns / 1e6, 4)
+
+
+def us(ns):
+    return round(ns / 1e3, 2)
+
+
 def gap_stats(holes):
     sizes = sorted(e - s for s, e, _, _ in holes)
-    return {"count": len(sizes), "total_us": sum(sizes) / 1e3, "p50_us": percentile(sizes, 0.5) / 1e3,
-            "p90_us": percentile(sizes, 0.9) / 1e3, "max_us": (sizes[-1] if sizes else 0) / 1e3}
+    return {"count": len(sizes), "total_us": us(sum(sizes)), "p50_us": us(percentile(sizes, 0.5)),
+            "p90_us": us(percentile(sizes, 0.9)), "max_us": us(sizes[-1] if sizes else 0)}
 
 
 def in_flight(api, start, end):
@@ -106,7 +114,7 @@ def in_flight(api, start, end):
 def largest_gaps(holes, api, top):
     out = []
     for s, e, before, after in sorted(holes, key=lambda h: h[0] - h[1])[:top]:
-        out.append({"us": (e - s) / 1e3, "after_kernel": before, "before_kernel": after,
+        out.append({"us": us(e - s), "after_kernel": before, "before_kernel": after,
                     "phase_after": phase(after), "runtime_calls": in_flight(api, s, e)})
     return out
 
@@ -123,11 +131,11 @@ def step_figures(acts, api, top):
         gaps_before[phase(after)] += e - s
     return {"activities": sum(1 for a in acts if a[3] != "mark"),
             "kernels": sum(1 for a in acts if a[3] == "kernel"),
-            "wall_ms": wall / 1e6, "busy_ms": busy / 1e6, "idle_ms": (wall - busy) / 1e6,
-            "overlap_ms": (sum(a[1] - a[0] for a in acts) - busy) / 1e6,
+            "wall_ms": ms(wall), "busy_ms": ms(busy), "idle_ms": ms(wall - busy),
+            "overlap_ms": ms(sum(a[1] - a[0] for a in acts) - busy),
             "gaps": gap_stats(holes), "largest_gaps": largest_gaps(holes, api, top),
-            "phases_ms": {p: ns / 1e6 for p, ns in phases.most_common()},
-            "gap_us_before_phase": {p: ns / 1e3 for p, ns in gaps_before.most_common()}}
+            "phases_ms": {p: ms(ns) for p, ns in phases.most_common()},
+            "gap_us_before_phase": {p: us(ns) for p, ns in gaps_before.most_common()}}
 
 
 def host_step_ms(path, skip):
@@ -154,8 +162,9 @@ def analyse(dev, api, skip, top):
 def print_table(out):
     m = out["median_step"]
     print(f"{out['steps']} steps after {out['skipped']} warm-up; the median step by wall:")
-    print(f"  {m['kernels']} kernels ({m['activities']} activities), wall {m['wall_ms']:.3f} ms, busy "
-          f"{m['busy_ms']:.3f} ms, idle {m['idle_ms']:.3f} ms, overlap {m['overlap_ms']:.3f} ms")
+    print(f"  {m['kernels']} kernels ({m['activities']} activities), wall {m['wall_ms']:.3f} ms, "
+          f"busy {m['busy_ms']:.3f} ms, idle {m['idle_ms']:.3f} ms, "
+          f"overlap {m['overlap_ms']:.3f} ms")
     if out.get("host_step_ms"):
         print(f"  host step time of the traced run (median): {out['host_step_ms']:.3f} ms")
     g = m["gaps"]
@@ -170,7 +179,8 @@ def print_table(out):
     print("largest gaps (us, after -> before, runtime calls in flight):")
     for gap in m["largest_gaps"]:
         calls = ", ".join(f"{n} x{c}" for n, c in gap["runtime_calls"].items()) or "none"
-        print(f"  {gap['us']:8.1f}  {gap['after_kernel'][:50]} -> {gap['before_kernel'][:50]}  [{calls}]")
+        print(f"  {gap['us']:8.1f}  {gap['after_kernel'][:50]} -> {gap['before_kernel'][:50]}"
+              f"  [{calls}]")
     print("per step: wall / busy / idle ms: " + "; ".join(
         f"{s['wall_ms']:.2f}/{s['busy_ms']:.2f}/{s['idle_ms']:.2f}" for s in out["per_step"]))
 

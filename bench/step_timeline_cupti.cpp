@@ -52,9 +52,10 @@ struct Timeline {
   pid_t owner = 0;  // a forked child (the checkpoint file check) inherits atexit: it writes nothing
 };
 
+// Never destroyed: CUPTI's worker thread may still hand over a buffer while the process exits.
 Timeline& timeline() {
-  static Timeline t;
-  return t;
+  static Timeline* t = new Timeline;
+  return *t;
 }
 
 [[noreturn]] void fail(const std::string& what) {
