@@ -158,6 +158,18 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     if (kSum) ads[g * 32] = zero;
   }
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
+    // The warp's next row on its way to L2 while this one is summed: its loads then wait for
+    // L2, not device memory, at no cost in registers.
+    const int next = row + gridDim.x * kWarps;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int q = lane + 32 * i;
+      if (next < N && q < packs) {
+        prefetch_l2(dy + size_t(next) * C + q * kN);
+        prefetch_l2(x + size_t(next) * C + q * kN);
+        if (accumulate) prefetch_l2(dx + size_t(next) * C + q * kN);
+      }
+    }
     const float m = mean[row], r = rstd[row];
     Pack<T> pd[P], px[P];
     float s1 = 0.0f, s2 = 0.0f;
