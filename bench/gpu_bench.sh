@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
-#                                        gemm sdpa gemmsurvey adamw lnbench
+#                                        gemm sdpa gemmsurvey adamw timeline lnbench
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -25,7 +25,7 @@ keep() {
     hf_check.log ckpt-gpu.json ckpt-gpu.log gemm-epilogue.json gemm.log gemm-kernels.txt \
     gemm-once.json sdpa-plans.json sdpa-plans.log sdpa-plans-torch-cudnn.json \
     sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log adamw.json adamw.log \
-    layernorm-bench.json layernorm-bench.log; do
+    step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -68,7 +68,7 @@ if has build; then
     -DCMAKE_CUDA_ARCHITECTURES=90 -DRAILYARD_PLUGIN=OFF -DRAILYARD_CUDA=ON \
     -DRAILYARD_CUDNN=${RAILYARD_CUDNN:-AUTO} -DRAILYARD_CUDNN_FRONTEND_INCLUDE="$FE_INCLUDE" \
     > "$W/cmake.log" 2>&1 || { tail -30 "$W/cmake.log"; exit 1; }
-  grep "cuDNN attention" "$W/cmake.log"
+  grep -E "cuDNN attention|step timeline" "$W/cmake.log"
   # The plan bench (one long frontend unit) compiles beside the rest when the sdpa stage follows.
   extra=""
   has sdpa && grep -q "cuDNN attention: ON" "$W/cmake.log" && extra=cudnn_sdpa_plans
@@ -98,7 +98,7 @@ fi
 
 DATA=/tmp/railyard-bench-data.h5
 GPT="--layers 12 --heads 12 --dim 768 --seq 1024 --vocab 50257 --batch 16"
-if has bench || has variants || has pytorch || has profile; then
+if has bench || has variants || has pytorch || has profile || has timeline; then
   [ -f $DATA ] || "$BUILD/runtime/tools/railyard-data" synthetic --tokens 20000000 --vocab 50257 \
     --seed 7 -o $DATA > /dev/null
 fi
@@ -322,6 +322,33 @@ stage_adamw() {
   return 0
 }
 if has adamw; then stage_adamw; fi
+
+# The step's GPU timeline (issue 12, bench/step_timeline_cupti.cpp): a normal railyard-train run
+# (CUDA graphs on, nothing serialised, unlike ncu) with CUPTI recording every kernel, copy and
+# runtime call on one clock; bench/step_timeline.py cuts it into steps (AdamW to AdamW, the first
+# 3 left out) and accounts for each step's wall: busy (union of kernel intervals), idle, the gaps
+# between kernels (count, total, p50, p90, max, the 10 largest with their neighbours and the
+# runtime calls in flight) and the busy time per phase (gpu_profile_table.py's phases). The
+# table to step-timeline.txt, JSON to step-timeline.json.
+stage_timeline() {
+  log "timeline: railyard-train cuda bf16 x1 (14 steps) under CUPTI"
+  ninja -C "$BUILD" -j16 railyard-train step_timeline_cupti > "$W/build-timeline.log" 2>&1 || {
+    grep -E "error|FAILED" "$W/build-timeline.log" | head -30
+    echo "timeline: no step_timeline_cupti: run the build stage first; cmake.log must say" \
+      "step timeline (CUPTI): ON"
+    return 1
+  }
+  rm -f "$W/timeline-raw.json" "$W/step-timeline.json" "$W/railyard_timeline.jsonl"
+  CUDA_INJECTION64_PATH=$(cd "$BUILD" && pwd)/bench/libstep_timeline_cupti.so \
+    RAILYARD_TIMELINE_OUT=$W/timeline-raw.json timeout 300 "$BUILD/runtime/tools/railyard-train" \
+    --data $DATA $GPT --steps 14 --device cuda --precision bf16 --log-every 0 \
+    --log-json "$W/railyard_timeline.jsonl" 2>&1 | tail -4
+  python3 bench/step_timeline.py "$W/timeline-raw.json" --skip 3 \
+    --log-json "$W/railyard_timeline.jsonl" --json "$W/step-timeline.json" | tee "$W/step-timeline.txt"
+  [ -s "$W/step-timeline.json" ] && stamp_result step-timeline.json
+  return 0
+}
+if has timeline; then stage_timeline; fi
 
 # LayerNorm and embedding backward alone (issue 12, bench/layernorm_bench.cpp): the engine's
 # kernels beside its kernels before issue 12's change, at the step's shapes (16384 x 768 bf16;

@@ -13,16 +13,22 @@ namespace railyard::cuda {
 
 namespace {
 
+// One thread per 16 bytes of the output row (Pack<T>): the gather reads whole vectors.
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, const T* wpe,
-                                         int Tn, int C, size_t total) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
+                                         int Tn, int C, size_t packs) {
+  constexpr int kN = Pack<T>::kN;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs;
        i += size_t(gridDim.x) * blockDim.x) {
-    size_t row = i / C;
-    int c = static_cast<int>(i % C);
-    int t = static_cast<int>(row % Tn);
-    int tok = tokens[row];
-    out[i] = from_f<T>(to_f(wte[size_t(tok) * C + c]) + to_f(wpe[size_t(t) * C + c]));
+    const size_t e = i * kN, row = e / C;
+    const int c = static_cast<int>(e % C);
+    const int t = static_cast<int>(row % Tn);
+    const Pack<T> a = load_pack(wte + size_t(tokens[row]) * C + c);
+    const Pack<T> b = load_pack(wpe + size_t(t) * C + c);
+    Pack<T> o;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) o.v[k] = from_f<T>(to_f(a.v[k]) + to_f(b.v[k]));
+    store_pack(out + e, o);
   }
 }
 
@@ -177,14 +183,27 @@ void launch_wte_backward(float* dwte, const T* dout, const SortScratch& s, int N
   RY_CUDA_LAUNCHED();
 }
 
+// The kernels move 16-byte vectors (Pack<T>): a row must hold whole ones.
+template <typename T>
+void require_whole_packs(const char* caller, int C) {
+  if (C % Pack<T>::kN != 0) {
+    throw std::invalid_argument(std::string(caller) + ": dim " + std::to_string(C) +
+                                " is not a multiple of " + std::to_string(Pack<T>::kN) +
+                                " (the kernels move 16-byte vectors): use a --dim that is a "
+                                "multiple of 8");
+  }
+}
+
 }  // namespace
 
 template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn,
                        int C, cudaStream_t stream) {
-  size_t total = size_t(B) * Tn * C;
-  embedding_forward_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(out, tokens, wte, wpe, Tn, C,
-                                                                       total);
+  constexpr int kN = Pack<T>::kN;
+  require_whole_packs<T>("embedding_forward", C);
+  const size_t packs = size_t(B) * Tn * C / kN;
+  embedding_forward_kernel<<<blocks_for(packs, 256), 256, 0, stream>>>(out, tokens, wte, wpe, Tn, C,
+                                                                       packs);
   RY_CUDA_LAUNCHED();
 }
 
@@ -196,11 +215,7 @@ template <typename T>
 void embedding_backward(float* dwte, float* dwpe, void* scratch, const T* dout,
                         const int32_t* tokens, int B, int Tn, int C, int vocab, bool accumulate_wpe,
                         cudaStream_t stream) {
-  if (C % Pack<T>::kN != 0) {
-    throw std::invalid_argument("embedding_backward: width " + std::to_string(C) +
-                                " is not a multiple of " + std::to_string(Pack<T>::kN) +
-                                " (16-byte packs): use a --dim that is a multiple of 8");
-  }
+  require_whole_packs<T>("embedding_backward", C);
   const int N = B * Tn;
   SortScratch s = carve(scratch, N, vocab);
   iota_kernel<<<(N + 255) / 256, 256, 0, stream>>>(s.pos_in, N);

@@ -11,7 +11,8 @@
 
 namespace railyard::cuda {
 
-// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; C a multiple of 16 / sizeof(T) (16-byte
+// vectors; std::invalid_argument otherwise), every row on a 16-byte boundary.
 template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn,
                        int C, cudaStream_t stream);

@@ -9,13 +9,10 @@
 #include <vector>
 
 #include "dtype.hpp"
+#include "grad_bucket.hpp"
 #include "nccl_comm.hpp"
 
 namespace railyard::cuda {
-
-struct GradBucket {
-  size_t begin = 0, end = 0;  // elements of the flat gradient buffer
-};
 
 class GradientExchange {
  public:
@@ -28,6 +25,8 @@ class GradientExchange {
   GradientExchange& operator=(const GradientExchange&) = delete;
 
   size_t buckets() const { return buckets_.size(); }
+  // The exchange's stream: work queued on it after launch(i) sees bucket i averaged.
+  cudaStream_t stream() const { return stream_; }
   // Bucket `i` is final once the work queued on `compute` so far has run.
   void launch(size_t i, cudaStream_t compute);
   // Launches the buckets not launched yet, then makes `compute` wait for all of them.

@@ -19,7 +19,7 @@
 #include "gelu_kernels.hpp"
 #include "gemm_pins.hpp"
 #include "gpu_check.hpp"
-#include "grad_norm_kernels.hpp"
+#include "grad_norm_slices.hpp"
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
 #include "railyard/adamw.hpp"
@@ -544,19 +544,73 @@ void check_adamw(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   }
 }
 
+// One gradient norm through GradNormSlices: the buckets in `order` summed beside on the side
+// stream (forked from `s`, joined back), the tail by finish(); or, with an empty order, every
+// bucket by finish() on `s`. Slots and result poisoned first, so a slot left out shows.
+std::vector<double> sliced_norm(cuda::GradNormSlices& norm, DevArray<double>& out,
+                                DevArray<double>& slots, const std::vector<size_t>& order,
+                                cudaStream_t s) {
+  out.poison();
+  slots.poison();
+  for (size_t i : order) norm.beside(i, s);
+  if (!order.empty()) norm.join(s);
+  norm.finish(out.ptr(), s, !order.empty());
+  return out.download();
+}
+
+// The same, captured as a CUDA graph on `s` (not the legacy stream, which cannot capture) and
+// launched: the fork and join must leave a valid capture.
+std::vector<double> captured_norm(cuda::GradNormSlices& norm, DevArray<double>& out,
+                                  DevArray<double>& slots, const std::vector<size_t>& order,
+                                  cudaStream_t s) {
+  out.poison();
+  slots.poison();
+  RY_CUDA(cudaDeviceSynchronize());  // the poison is on the legacy stream, `s` does not wait
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  RY_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (size_t i : order) norm.beside(i, s);
+  norm.join(s);
+  RY_CUDA(cudaStreamEndCapture(s, &graph));
+  RY_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  RY_CUDA(cudaGraphLaunch(exec, s));
+  norm.finish(out.ptr(), s, true);
+  RY_CUDA(cudaStreamSynchronize(s));
+  RY_CUDA(cudaGraphExecDestroy(exec));
+  RY_CUDA(cudaGraphDestroy(graph));
+  return out.download();
+}
+
+// The gradient norm by buckets, as the engine computes it beside its backward: against float64,
+// the same bits twice, whether the buckets ran beside (in another order, or captured as a
+// graph) or all on one stream. Buckets of odd sizes, one empty, the tail (as wte) the largest.
 void check_grad_norm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
-  const size_t n = 3000017;
+  const std::vector<size_t> sizes = {700001, 3000017, 5, 0, 1234567, 98304};
+  const size_t tail = 1;
+  std::vector<cuda::GradBucket> buckets;
+  size_t n = 0;
+  for (size_t k : sizes) {
+    buckets.push_back({n, n + k});
+    n += k;
+  }
   DevArray<float> g(n);
   auto hg = g.upload(random_vec(rng, n));
-  DevArray<double> acc(1), partials(cuda::grad_sumsq_partials());
-  acc.poison();
-  cuda::grad_sumsq(acc.ptr(), partials.ptr(), g.ptr(), n, s);
+  DevArray<double> out(1), slots(cuda::GradNormSlices::slots_needed(buckets, tail));
+  cuda::GradNormSlices norm(g.ptr(), slots.ptr(), buckets, tail);
   double ref = 0;
   for (double x : hg) ref += x * x;
-  auto first = acc.download();
-  r.check("fp32 gradient sum of squares", first, {ref}, 1e-6);
-  cuda::grad_sumsq(acc.ptr(), partials.ptr(), g.ptr(), n, s);
-  r.same_bits("fp32 gradient sum of squares, twice", acc.download(), first);
+  const auto first = sliced_norm(norm, out, slots, {5, 0, 4, 3, 2}, s);
+  r.check("fp32 gradient sum of squares by buckets", first, {ref}, 1e-6);
+  r.same_bits("fp32 grad sumsq by buckets, twice",
+              sliced_norm(norm, out, slots, {5, 0, 4, 3, 2}, s), first);
+  r.same_bits("fp32 grad sumsq, buckets in another order",
+              sliced_norm(norm, out, slots, {2, 3, 4, 0, 5}, s), first);
+  r.same_bits("fp32 grad sumsq, all on one stream", sliced_norm(norm, out, slots, {}, s), first);
+  cudaStream_t cs = nullptr;
+  RY_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  r.same_bits("fp32 grad sumsq, beside as a CUDA graph",
+              captured_norm(norm, out, slots, {5, 4, 3, 2, 0}, cs), first);
+  RY_CUDA(cudaStreamDestroy(cs));
 }
 
 // A pin set from its configuration alone (cublasLtMatmulAlgoInit and the configuration's fields,

@@ -5,7 +5,8 @@
 // Also checks --recompute and bf16 gradient reduction, and reproducibility: two runs from the
 // same seed give the same bits (losses, gradient norms, parameters), and a run saved mid-way and
 // resumed in a fresh engine equals the uninterrupted one bit for bit, and the step launched as
-// CUDA graphs equals the eager launches bit for bit. Exit 77 without a GPU.
+// CUDA graphs equals the eager launches bit for bit. The gradient norms track the CPU engine's.
+// Exit 77 without a GPU.
 
 #include <algorithm>
 #include <cmath>
@@ -189,6 +190,45 @@ void check_graphs_match_eager(gpu_check::Report& r, const GptConfig& cfg,
   }
 }
 
+// The gradient norm (summed by buckets beside the backward, the embeddings' after it) tracks the
+// CPU engine's step by step: on the graph path, with --zero 1, at a batch smaller than planned
+// (eager launches) and through the exchange (bf16 reduction: buckets summed after their
+// average). A bucket left out or summed before it is final moves the norm by far more than the
+// tolerance.
+void check_norms_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
+                           const std::vector<Batch>& data, uint64_t seed) {
+  Communicator& comm = Communicator::world();
+  Trace ref;
+  run_traced(*make_engine(cfg, options("cpu", "fp32"), comm, seed), data, 0, kSteps, ref);
+  struct Variant {
+    const char* name;
+    const char* precision;
+    int zero, batch;
+    bool reduce_bf16;
+    double tol;
+  };
+  for (const Variant& v : {Variant{"fp32", "fp32", 0, kB, false, 1e-3},
+                           Variant{"fp32 --zero 1", "fp32", 1, kB, false, 1e-3},
+                           Variant{"fp32 planned batch 2x (eager)", "fp32", 0, 2 * kB, false, 1e-3},
+                           Variant{"bf16", "bf16", 0, kB, false, 5e-2},
+                           Variant{"bf16 reduce-bf16 (exchange)", "bf16", 0, kB, true, 5e-2}}) {
+    EngineOptions o = options("cuda", v.precision);
+    o.zero_stage = v.zero;
+    o.micro_batch = v.batch;
+    o.reduce_bf16 = v.reduce_bf16;
+    Trace t;
+    run_traced(*make_engine(cfg, o, comm, seed), data, 0, kSteps, t);
+    double worst = 0;
+    for (int s = 0; s < kSteps; ++s) {
+      worst = std::max(worst, double(std::abs(t.norms[s] - ref.norms[s]) / ref.norms[s]));
+    }
+    const std::string what = std::string("cuda ") + v.name + " gradient norm vs cpu";
+    std::printf("%-4s %-44s worst step rel diff %.3e (tol %.0e)\n", worst <= v.tol ? "ok" : "FAIL",
+                what.c_str(), worst, v.tol);
+    if (!(worst <= v.tol)) r.fail(what + ": does not track the CPU path");
+  }
+}
+
 void print_losses(const char* what, const std::vector<double>& l) {
   std::printf("%-26s", what);
   for (size_t i = 0; i < l.size(); i += 4) std::printf(" %8.5f", l[i]);
@@ -260,6 +300,7 @@ int main() {
     }
     check_reproducible(r, cfg, data, seed);
     check_graphs_match_eager(r, cfg, data, seed);
+    check_norms_track_cpu(r, cfg, data, seed);
     return r.exit_code();
   } catch (const std::exception& e) {
     std::printf("FAILED with exception: %s\n", e.what());
