@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
-#                                        gemm sdpa gemmsurvey adamw timeline
+#                                        gemm sdpa gemmsurvey adamw timeline lnbench
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -25,7 +25,7 @@ keep() {
     hf_check.log ckpt-gpu.json ckpt-gpu.log gemm-epilogue.json gemm.log gemm-kernels.txt \
     gemm-once.json sdpa-plans.json sdpa-plans.log sdpa-plans-torch-cudnn.json \
     sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log adamw.json adamw.log \
-    step-timeline.json step-timeline.txt; do
+    step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -349,6 +349,23 @@ stage_timeline() {
   return 0
 }
 if has timeline; then stage_timeline; fi
+
+# LayerNorm and embedding backward alone (issue 12, bench/layernorm_bench.cpp): the engine's
+# kernels beside its kernels before issue 12's change, at the step's shapes (16384 x 768 bf16;
+# B 16, T 1024, vocabulary 50257, uniform and word-like tokens); median time, memory rate, and
+# every output's bits against the old kernels' (a difference fails). The table to
+# layernorm-bench.log, JSON to layernorm-bench.json.
+stage_lnbench() {
+  log "lnbench: layernorm_bench (LayerNorm 16384 x 768, embedding 16 x 1024, bf16)"
+  ninja -C "$BUILD" -j16 layernorm_bench > "$W/build-lnbench.log" 2>&1 \
+    || { grep -E "error|FAILED" "$W/build-lnbench.log" | head -30; return 1; }
+  rm -f "$W/layernorm-bench.json"
+  timeout 200 "$BUILD/bench/layernorm_bench" --warmup 5 --reps 50 --json "$W/layernorm-bench.json" \
+    2>&1 | tee "$W/layernorm-bench.log"
+  [ -s "$W/layernorm-bench.json" ] && stamp_result layernorm-bench.json
+  return 0
+}
+if has lnbench; then stage_lnbench; fi
 
 # The summary and gpu-1x.json only where a stage that trains ran: a checkpoint- or plan-only call
 # must not replace the recorded result file with an empty one.

@@ -22,7 +22,8 @@ size_t embedding_backward_scratch_bytes(int N, int vocab);
 
 // dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] (+= with accumulate_wpe, else =) sum over b of
 // dout[b,t,:] (fp32 grads). Tokens must lie in [0, vocab); scratch holds
-// embedding_backward_scratch_bytes(B * Tn, vocab) bytes.
+// embedding_backward_scratch_bytes(B * Tn, vocab) bytes; C is a multiple of 8 and dwte, dwpe
+// are 16-byte aligned (16-byte packs).
 template <typename T>
 void embedding_backward(float* dwte, float* dwpe, void* scratch, const T* dout,
                         const int32_t* tokens, int B, int Tn, int C, int vocab, bool accumulate_wpe,

@@ -318,6 +318,41 @@ void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.same_bits(t + " embedding backward wte, twice", runs[1], runs[0]);
 }
 
+// The embedding backward at another width (warps per token: 3 at GPT-2's C = 768 in bf16, 6 in
+// fp32; wider than a block of 8 warps: several packs per thread), with runs longer than one
+// ballot of 32 keys and longer than the rows loaded at once, and the largest id's run ending at
+// the last sorted entry.
+template <typename T>
+void check_embedding_backward_width(Report& r, std::mt19937_64& rng, cudaStream_t s, int b, int tn,
+                                    int c) {
+  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(c) + " embedding";
+  const int n = b * tn;
+  std::vector<int32_t> tok(n);
+  std::uniform_int_distribution<int> pick(0, V - 1);
+  for (int i = 0; i < n; ++i) tok[i] = i % 4 == 0 ? 5 : i % 4 == 1 ? V - 1 : pick(rng);
+  DeviceBuffer dtok(n * sizeof(int32_t));
+  RY_CUDA(cudaMemcpy(dtok.as<int32_t>(), tok.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice));
+  DevArray<T> dout(size_t(n) * c);
+  DevArray<float> dwte(size_t(Vp) * c), dwpe(size_t(tn) * c);
+  auto hdo = dout.upload(random_vec(rng, dout.n));
+  auto hdwte = dwte.upload(random_vec(rng, dwte.n));
+  auto hdwpe = dwpe.upload(random_vec(rng, dwpe.n));
+  DeviceBuffer scratch(cuda::embedding_backward_scratch_bytes(n, V));
+  cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), scratch.as<void>(), dout.ptr(),
+                           dtok.as<int32_t>(), b, tn, c, V, true, s);
+  cpu::encoder_backward<double>(hdwte.data(), hdwpe.data(), hdo.data(), tok.data(), b, tn, c);
+  r.check(t + " backward wte (fp32, +=, long runs)", dwte.download(), hdwte, 1e-5);
+  r.check(t + " backward wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
+  std::vector<std::vector<double>> runs;
+  for (int k = 0; k < 2; ++k) {
+    RY_CUDA(cudaMemset(dwte.ptr(), 0, dwte.n * sizeof(float)));
+    cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), scratch.as<void>(), dout.ptr(),
+                             dtok.as<int32_t>(), b, tn, c, V, false, s);
+    runs.push_back(dwte.download());
+  }
+  r.same_bits(t + " backward wte, twice", runs[1], runs[0]);
+}
+
 template <typename T>
 void check_attention(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
   std::string t = type_name<T>();
@@ -652,6 +687,8 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
   check_gelu<T>(r, rng, s);
   check_embedding<T>(r, rng, s);
+  check_embedding_backward_width<T>(r, rng, s, 4, 64, 768);   // GPT-2's width, runs of 64
+  check_embedding_backward_width<T>(r, rng, s, 2, 64, 2560);  // more packs than threads
   check_attention<T>(r, rng, mm, s);
   check_cross_entropy<T>(r, rng, s, N, V, Vp);
   // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two blocks per multiprocessor, fp32

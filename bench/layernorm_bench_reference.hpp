@@ -1,0 +1,34 @@
+#pragma once
+// The engine's LayerNorm backward first pass and embedding backward as they were before issue
+// 12's change to them (commit 2f880da), kept here only so that layernorm_bench can time the
+// engine's kernels beside them and check that the results are the same bits.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace railyard::bench {
+
+// The first pass of layernorm_backward at 2f880da for rows that fit the packed kernel (C / 8
+// <= 128 bf16 packs): dx and one row of partials per block, [blocks][(sum ? 3 : 2) C], with the
+// engine's block count (layernorm_backward_blocks) and shared-memory opt-in.
+void reference_layernorm_backward_first_pass(__nv_bfloat16* dx, float* partials,
+                                             const __nv_bfloat16* dy, const __nv_bfloat16* x,
+                                             const __nv_bfloat16* w, const float* mean,
+                                             const float* rstd, int N, int C, bool accumulate,
+                                             bool sum, cudaStream_t stream);
+
+// Scratch bytes of reference_embedding_backward (positions, sorted keys and positions, CUB's).
+size_t reference_embedding_scratch_bytes(int N, int vocab);
+// The stable sort of positions by token (the same in both versions), alone.
+void reference_embedding_sort(void* scratch, const int32_t* tokens, int N, int vocab,
+                              cudaStream_t stream);
+// embedding_backward at 2f880da: the sort, then one block per sorted entry for dwte and one
+// thread per (t, c) for dwpe.
+void reference_embedding_backward(float* dwte, float* dwpe, void* scratch,
+                                  const __nv_bfloat16* dout, const int32_t* tokens, int B, int Tn,
+                                  int C, int vocab, bool accumulate_wpe, cudaStream_t stream);
+
+}  // namespace railyard::bench
