@@ -196,6 +196,13 @@ void write_timeline() {
   const char* out = std::getenv("RAILYARD_TIMELINE_OUT");
   Timeline& t = timeline();
   std::lock_guard<std::mutex> lock(t.mu);
+  // A program the traced one starts (exec'd: its own injection) that does no GPU work must not
+  // replace the traced program's file with an empty one, as on the H200 on 2026-12-02.
+  if (t.activities.empty()) {
+    std::fprintf(stderr, "railyard timeline: process %d recorded nothing; %s left as it is\n",
+                 int(getpid()), out);
+    return;
+  }
   std::string tmp = std::string(out) + ".tmp";
   {
     std::ofstream f(tmp);
