@@ -27,7 +27,6 @@
 #include "embedding_kernels.hpp"
 #include "gelu_kernels.hpp"
 #include "grad_norm_kernels.hpp"
-#include "grad_norm_slices.hpp"
 #include "gradient_exchange.hpp"
 #include "input_pipeline.hpp"
 #include "layernorm_kernels.hpp"
@@ -37,7 +36,6 @@
 #include "railyard/communicator.hpp"
 #include "railyard/contract_env.hpp"
 #include "railyard/memory_alert.hpp"
-#include "side_stream.hpp"
 #include "step_graph.hpp"
 
 namespace railyard {
@@ -124,7 +122,7 @@ class CudaEngine final : public Engine {
   void setup_exchange();
   // The flat gradient buffer cut into the exchange's buckets: one per layer, then the
   // embeddings (embedding_bucket(), final only after the whole backward), then the final
-  // LayerNorm (final first). The gradient norm sums its squares by the same buckets.
+  // LayerNorm (final first).
   std::vector<GradBucket> grad_buckets() const;
   size_t embedding_bucket() const { return size_t(L_); }
   // Offsets in the allocation plan of the step's state (weights, gradients, moments, inputs,
@@ -161,15 +159,9 @@ class CudaEngine final : public Engine {
   // Picks the attention (cuDNN's fused one for bf16 where built and supported) and returns the
   // workspace bytes it needs at the planned shape.
   size_t choose_attention();
-  // `norm`: the gradients are final after this backward (the last micro-step): each bucket's
-  // sum of squares is queued beside the backward as soon as the bucket is final.
-  void backward(int B, int Tn, bool exchange, bool acc, bool norm);
-  // Bucket i is final on stream_: hands it to the exchange, then (after its average, where it
-  // is exchanged) to the gradient norm.
-  void bucket_final(size_t i, bool exchange, bool norm);
-  // A phase of the micro-step (StepKey::phase): forward with the loss head, then backward
-  // (with the gradient norm's buckets beside it on the last micro-step).
-  enum Phase { kForwardPhase = 0, kBackwardPhase = 1, kBackwardNormPhase = 2 };
+  void backward(int B, int Tn, bool exchange, bool acc);
+  // A phase of the micro-step (StepKey::phase): forward with the loss head, then backward.
+  enum Phase { kForwardPhase = 0, kBackwardPhase = 1 };
   // Queues `launch` through the step's graphs, keyed by what changes its launches; eagerly at
   // other than the planned batch shape (cuDNN may then take a workspace of its own, which a
   // later shape can replace under a graph that still points at it).
@@ -240,10 +232,6 @@ class CudaEngine final : public Engine {
   std::unique_ptr<StepGraphs> graphs_;  // the micro-step's phases as CUDA graphs
   std::unique_ptr<NcclComm> nccl_;
   std::unique_ptr<GradientExchange> exchange_;
-  std::unique_ptr<GradNormSlices> norm_;
-  // The last backward queued every bucket's sum of squares but the embeddings' (norm_): set by
-  // forward_backward outside the step's graphs, which replay without running host code.
-  bool norm_beside_ = false;
 #if RAILYARD_HAVE_CUDNN
   std::unique_ptr<CudnnAttention> fused_;
 #endif
@@ -269,8 +257,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   locate_params();
   shard_params();
 
-  // Above the gradient norm's side stream: its sums yield to the step's critical path.
-  RY_CUDA(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, main_stream_priority()));
+  RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>();
   plan_memory();
   describe_ += attention_description();
@@ -280,7 +267,6 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
   init_state(seed);
   setup_exchange();
-  norm_ = std::make_unique<GradNormSlices>(grads_, norm_slots_, grad_buckets(), embedding_bucket());
   const size_t state_end = std::min(total_, shard_begin_ + shard_size_);
   // Last, so the reserve takes only what the plan, NCCL and cuBLASLt left (256 MiB spare).
   snapshots_ = std::make_unique<DeviceSnapshots>(
@@ -405,7 +391,6 @@ std::vector<GradBucket> CudaEngine<T>::grad_buckets() const {
 template <typename T>
 CudaEngine<T>::~CudaEngine() {
   snapshots_.reset();
-  norm_.reset();
   exchange_.reset();
   nccl_.reset();
   input_.reset();
@@ -519,9 +504,8 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   sc.partials =
       plan.add("scratch: reduction partials", layernorm_backward_partials(int(N), C_) * f);
   sc.bias_partials = plan.add("scratch: bias partials", bias_grad_partials(int(N), 4 * C_) * f);
-  sc.norm_slots =
-      plan.add("scratch: norm slots",
-               GradNormSlices::slots_needed(grad_buckets(), embedding_bucket()) * sizeof(double));
+  sc.norm_slots = plan.add("scratch: norm slots",
+                           grad_sumsq_slots(padded_, grad_sumsq_full_blocks()) * sizeof(double));
   sc.embed = plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
   return sc;
 }
@@ -780,7 +764,7 @@ void CudaEngine<T>::attention_block_backward(LayerActs<T>& a, const AttentionSha
 }
 
 template <typename T>
-void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc, bool norm) {
+void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   const int N = B * Tn;
   const cudaDataType_t dt = cuda_dtype<T>();
   const AttentionShape shape{B, Tn, H_, C_ / H_};
@@ -792,7 +776,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc, bool norm) 
   // whose output that gradient is (the MLP's of the layer below, or the attention's after ln2).
   layernorm_backward(dresid_, g(lnfw_), g(lnfb_), g(lp_[L_ - 1].mpb), part, dB_, resid_final_,
                      w(lnfw_), lnf_mean_, lnf_rstd_, N, C_, false, acc, nullptr, stream_);
-  bucket_final(size_t(L_) + 1, exchange, norm);
+  if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
   for (int l = L_ - 1; l >= 0; --l) {
     const LayerParams& p = lp_[l];
     LayerActs<T>& a = acts_[l];
@@ -828,19 +812,12 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc, bool norm) 
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, part, dB_, a.resid, w(p.ln1w),
                        a.ln1_mean, a.ln1_rstd, N, C_, true, acc, &qkvb, stream_);
-    bucket_final(size_t(l), exchange, norm);
+    if (exchange) exchange_->launch(size_t(l), stream_);
   }
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
   embedding_backward(g(wte_), g(wpe_), embed_scratch_, dresid_, tokens_, B, Tn, C_, V_, acc,
                      stream_);
   if (exchange) exchange_->launch(embedding_bucket(), stream_);
-  if (norm) norm_->join(stream_);  // inside the phase: a captured fork must join before its end
-}
-
-template <typename T>
-void CudaEngine<T>::bucket_final(size_t i, bool exchange, bool norm) {
-  if (exchange) exchange_->launch(i, stream_);
-  if (norm) norm_->beside(i, exchange ? exchange_->stream() : stream_);
 }
 
 template <typename T>
@@ -878,7 +855,6 @@ double CudaEngine<T>::sum_losses(int N) {
 template <typename T>
 void CudaEngine<T>::zero_grad() {
   overwrite_grads_ = true;
-  norm_beside_ = false;
 }
 
 // For a step with no backward since zero_grad: then the gradients really are zero.
@@ -901,8 +877,6 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   const bool acc = !overwrite_grads_;
   overwrite_grads_ = false;
   const bool exchange = last_micro_step && exchange_needed_;
-  const bool norm = last_micro_step;
-  norm_beside_ = norm;
   run_phase(kForwardPhase, B, Tn, acc, dscale, [&] {
     forward(B, Tn);
     loss_head(N, dscale, true, acc);
@@ -910,11 +884,11 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   });
   RY_CUDA(cudaEventRecord(losses_ready_, stream_));
   // The gradient exchange's launches (another stream, events) stay out of the graphs.
-  auto back = [&] { backward(B, Tn, exchange, acc, norm); };
+  auto back = [&] { backward(B, Tn, exchange, acc); };
   if (exchange) {
     back();
   } else {
-    run_phase(norm ? kBackwardNormPhase : kBackwardPhase, B, Tn, acc, 0.0f, back);
+    run_phase(kBackwardPhase, B, Tn, acc, 0.0f, back);
   }
   // Waits for the forward pass only: backward keeps the GPU busy while the host moves on.
   double s = sum_losses(N);
@@ -944,11 +918,12 @@ template <typename T>
 float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   // Every rank holds the whole averaged gradient, so each computes the same norm locally. The
   // clip factor is computed on the device and the update queued before the host waits for the
-  // norm, so the next step's launches overlap the update. The last backward summed most buckets
-  // beside it; without one (no backward since zero_grad), every bucket is summed here.
+  // norm, so the next step's launches overlap the update. The sum runs here, after the backward:
+  // by buckets beside it, on a second stream, it made the step 0.24 ms slower (bench/NOTES.md).
   settle_zero_grad();
-  norm_->finish(norm_acc_, stream_, norm_beside_);
-  norm_beside_ = false;
+  const size_t blocks = grad_sumsq_full_blocks();
+  grad_sumsq_slice(norm_slots_, grads_, padded_, blocks, stream_);
+  sum_slots(norm_acc_, norm_slots_, grad_sumsq_slots(padded_, blocks), stream_);
   double* h =
       reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
   RY_CUDA(cudaMemcpyAsync(h, norm_acc_, sizeof(double), cudaMemcpyDeviceToHost, stream_));

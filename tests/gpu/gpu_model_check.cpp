@@ -190,7 +190,7 @@ void check_graphs_match_eager(gpu_check::Report& r, const GptConfig& cfg,
   }
 }
 
-// The gradient norm (summed by buckets beside the backward, the embeddings' after it) tracks the
+// The gradient norm (summed after the backward, in 16-byte vectors, fixed order) tracks the
 // CPU engine's step by step: on the graph path, with --zero 1, at a batch smaller than planned
 // (eager launches) and through the exchange (bf16 reduction: buckets summed after their
 // average). A bucket left out or summed before it is final moves the norm by far more than the
