@@ -42,29 +42,7 @@ namespace {
 
 constexpr const char* kUsage = "usage: adamw_bench [--warmup 5] [--reps 30] [--json FILE]\n";
 
-struct Options {
-  int warmup = 5, reps = 30;
-  std::string json;
-};
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(a + ": unknown or without a value\n" + kUsage);
-    const char* value = argv[++i];
-    if (a == "--warmup")
-      o.warmup = railyard::bench::positive(a, value, 1000);
-    else if (a == "--reps")
-      o.reps = railyard::bench::positive(a, value, 100000);
-    else if (a == "--json")
-      o.json = value;
-    else
-      throw std::invalid_argument("unknown option " + a + "\n" + kUsage);
-  }
-  if (o.reps < 20) throw std::invalid_argument("--reps below 20: the median needs at least 20");
-  return o;
-}
+using Options = railyard::bench::TimingOptions;
 
 // GPT-2 124M as bench/gpu_bench.sh trains it: its decay bits, one per element of the flat state.
 std::vector<uint32_t> gpt2_decay_bits(size_t& n) {
@@ -315,7 +293,7 @@ int run_bench(const Options& o) {
 
 int main(int argc, char** argv) {
   try {
-    const Options o = parse(argc, argv);
+    const Options o = railyard::bench::parse_timing(argc, argv, kUsage);
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       std::fprintf(stderr,

@@ -45,29 +45,7 @@ namespace {
 constexpr const char* kUsage = "usage: layernorm_bench [--warmup 5] [--reps 30] [--json FILE]\n";
 constexpr int kRows = 16384, kC = 768, kB = 16, kT = 1024, kVocab = 50257, kPaddedVocab = 50304;
 
-struct Options {
-  int warmup = 5, reps = 30;
-  std::string json;
-};
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(a + ": unknown or without a value\n" + kUsage);
-    const char* value = argv[++i];
-    if (a == "--warmup")
-      o.warmup = rb::positive(a, value, 1000);
-    else if (a == "--reps")
-      o.reps = rb::positive(a, value, 100000);
-    else if (a == "--json")
-      o.json = value;
-    else
-      throw std::invalid_argument("unknown option " + a + "\n" + kUsage);
-  }
-  if (o.reps < 20) throw std::invalid_argument("--reps below 20: the median needs at least 20");
-  return o;
-}
+using Options = railyard::bench::TimingOptions;
 
 // One way of computing the results: `reset` restores its inputs (outside the timed window),
 // `run` is what is timed.
@@ -266,7 +244,7 @@ json embedding_case(const std::string& name, const std::vector<int32_t>& tok, co
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Options o = parse(argc, argv);
+  const Options o = railyard::bench::parse_timing(argc, argv, kUsage);
   cudaStream_t s;
   RY_CUDA(cudaStreamCreate(&s));
   std::printf("%-44s %-22s %9s %9s %8s %5s\n", "case", "kernel", "median us", "min us", "TB/s",
