@@ -338,13 +338,13 @@ stage_timeline() {
       "step timeline (CUPTI): ON"
     return 1
   }
-  rm -f "$W/timeline-raw.json" "$W/step-timeline.json" "$W/railyard_timeline.jsonl"
+  rm -f "$W/timeline-raw.json" "$W/step-timeline.json" "$W/timeline-train.jsonl"
   CUDA_INJECTION64_PATH=$(cd "$BUILD" && pwd)/bench/libstep_timeline_cupti.so \
     RAILYARD_TIMELINE_OUT=$W/timeline-raw.json timeout 300 "$BUILD/runtime/tools/railyard-train" \
     --data $DATA $GPT --steps 14 --device cuda --precision bf16 --log-every 0 \
-    --log-json "$W/railyard_timeline.jsonl" 2>&1 | tail -4
+    --log-json "$W/timeline-train.jsonl" 2>&1 | tail -4
   python3 bench/step_timeline.py "$W/timeline-raw.json" --skip 3 \
-    --log-json "$W/railyard_timeline.jsonl" --json "$W/step-timeline.json" | tee "$W/step-timeline.txt"
+    --log-json "$W/timeline-train.jsonl" --json "$W/step-timeline.json" | tee "$W/step-timeline.txt"
   [ -s "$W/step-timeline.json" ] && stamp_result step-timeline.json
   return 0
 }
