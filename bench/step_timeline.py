@@ -59,12 +59,15 @@ def load(path):
 def cut_steps(dev):
     """Whole steps: the activities after one AdamW kernel up to and including the next, led by
     a zero-length mark at the end of the first AdamW, so that a step's wall is its period on the
-    GPU and the idle time before its first kernel counts as a gap of that step."""
+    GPU and the idle time before its first kernel counts as a gap of that step. Activities that
+    started while the first AdamW ran (copies on other streams) count from its end: the AdamW
+    kept the GPU busy until then."""
     marks = [i for i, a in enumerate(dev) if "adamw" in a[2].lower()]
     steps = []
     for a, b in zip(marks, marks[1:]):
         end, name = dev[a][1], dev[a][2]
-        steps.append(sorted([(end, end, name, "mark")] + dev[a + 1:b + 1]))
+        acts = [(max(s, end), max(e, end)) + tuple(rest) for s, e, *rest in dev[a + 1:b + 1]]
+        steps.append(sorted([(end, end, name, "mark")] + acts))
     return steps
 
 

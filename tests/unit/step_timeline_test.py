@@ -72,6 +72,17 @@ class StepTimeline(unittest.TestCase):
         self.assertEqual(m["gaps"], {"count": 4, "total_us": 2.1, "p50_us": 0.3, "p90_us": 1.2,
                                      "max_us": 1.2})
 
+    def test_a_copy_beside_the_previous_adamw_is_no_gap(self):
+        # As on the H200: the next batch's copy (another stream) runs while AdamW still does; it
+        # must not open a hole from its end to the AdamW's.
+        doc = timeline()
+        for t in [200] + [1000 + 10000 * i + 8000 for i in range(5)]:  # inside every AdamW
+            doc["records"].append({"kind": "memcpy", "name": "memcpy HtoD", "start": t,
+                                   "end": t + 100, "stream": 30, "graph": 0})
+        m = self.analyse(doc)["median_step"]
+        self.assertAlmostEqual(m["idle_ms"], 0.0021)
+        self.assertEqual(m["gaps"]["max_us"], 1.2)
+
     def test_largest_gaps_name_neighbours_and_runtime_calls(self):
         t0 = 1000 + 10000 * 2  # the third step: the median of five equal ones is the third
         doc = timeline(api=[("cudaGraphLaunch_v10000", t0 + 6100, t0 + 7300),
