@@ -1,0 +1,396 @@
+// The MLP's GELU products at GPT-2 124M's shapes as CUTLASS Hopper kernels with the GELU fused in
+// the epilogue (cutlass_gelu_gemms.hpp), beside cuBLASLt's GELU_AUX_BIAS and DGELU (what the
+// engine runs) and the same products without the GELU, in one call (bench/NOTES.md, issue 12):
+//   forward   Y[N,4C] = GELU(pre), pre = X[N,C] W_fc[4C,C]^T + b_fc   (also writes pre)
+//   backward  dH[N,4C] = (dY[N,C] W_proj[C,4C]) * GELU'(pre)
+// Per variant: median and minimum of --reps calls, each between its own pair of CUDA events
+// (after --warmup); the outputs' relative L2 difference to a float64 host reference on a sample
+// of rows (tolerance 1e-2, as tests/gpu's bf16 checks); the same bits on a second launch.
+//
+//   cutlass_gelu_bench [--warmup 5 --reps 30] [--json FILE]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_args.hpp"
+#include "cuda_check.hpp"
+#include "cutlass_gelu_gemms.hpp"
+#include "device_buffer.hpp"
+#include "dtype.hpp"
+#include "gemm_algo_json.hpp"
+#include "matmul_cublaslt.hpp"
+#include "railyard/cpu_kernels.hpp"
+#include "railyard/splitmix64.hpp"
+
+using railyard::bench::GeluGemmOperands;
+using railyard::bench::GeluProduct;
+using railyard::cuda::bf16;
+using railyard::cuda::DeviceBuffer;
+using railyard::cuda::Matmul;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: cutlass_gelu_bench [--warmup 5 --reps 30] [--json FILE]\n"
+    "Times the MLP's GELU products (fc forward with bias + GELU + saved input, fc2 backward\n"
+    "input times GELU') as CUTLASS sm_90a kernels beside cuBLASLt's GELU_AUX_BIAS / DGELU and\n"
+    "the plain products; checks each against float64 on sampled rows and for the same bits.\n";
+
+// GPT-2 124M at micro-batch 16, sequence 1024.
+constexpr int kTokens = 16 * 1024, kC = 768, kH = 4 * kC;
+constexpr int kSampleRows = 48;
+constexpr double kTolerance = 1e-2;
+
+// ---- data ----------------------------------------------------------------------------------
+
+// A device bf16 matrix and its host values, uniform in [-scale, scale] from splitmix64 (the same
+// inputs on every run and machine).
+struct Matrix {
+  std::vector<double> host;
+  DeviceBuffer dev;
+  const bf16* ptr() const { return dev.as<bf16>(); }
+};
+
+Matrix random_matrix(size_t n, double scale, uint64_t seed) {
+  std::vector<bf16> h(n);
+  Matrix m{std::vector<double>(n), DeviceBuffer(n * sizeof(bf16))};
+  for (size_t i = 0; i < n; ++i) {
+    const double u = double(railyard::splitmix64(seed * 0x100000000ULL + i) >> 11) * 0x1p-53;
+    h[i] = __float2bfloat16(static_cast<float>((2 * u - 1) * scale));
+    m.host[i] = double(__bfloat162float(h[i]));
+  }
+  RY_CUDA(cudaMemcpy(m.dev.as<void>(), h.data(), m.dev.bytes(), cudaMemcpyHostToDevice));
+  return m;
+}
+
+std::vector<unsigned char> download(const void* p, size_t bytes) {
+  std::vector<unsigned char> h(bytes);
+  RY_CUDA(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+struct Inputs {
+  Matrix x = random_matrix(size_t(kTokens) * kC, 1.0, 1);  // fc input (LayerNorm'd)
+  Matrix w_fc = random_matrix(size_t(kH) * kC, 0.04, 2);   // [4C, C]
+  Matrix b_fc = random_matrix(kH, 0.5, 3);
+  Matrix dy = random_matrix(size_t(kTokens) * kC, 1.0, 4);   // gradient into fc2's output
+  Matrix w_proj = random_matrix(size_t(kC) * kH, 0.04, 5);   // [C, 4C]
+  Matrix pre = random_matrix(size_t(kTokens) * kH, 3.0, 6);  // GELU's input, for the backward
+  DeviceBuffer d{size_t(kTokens) * kH * sizeof(bf16)};
+  DeviceBuffer aux{size_t(kTokens) * kH * sizeof(bf16)};
+  std::vector<int> rows;  // the rows the reference computes
+};
+
+std::vector<int> sample_rows() {
+  std::vector<int> rows;
+  for (int i = 0; i < kSampleRows; ++i)
+    rows.push_back(static_cast<int>(railyard::splitmix64(1000 + i) % kTokens));
+  return rows;
+}
+
+// ---- reference -----------------------------------------------------------------------------
+
+// The float64 values a product should give on the sampled rows: D, and for the GELU forward the
+// value before GELU (aux).
+struct Reference {
+  std::vector<double> d, aux;
+};
+
+Reference reference(const Inputs& in, GeluProduct p) {
+  const bool forward = p == GeluProduct::kForward || p == GeluProduct::kPlainForward;
+  Reference r;
+  std::vector<double> acc(kH), act(kH);
+  for (int row : in.rows) {
+    for (int c = 0; c < kH; ++c) {
+      double s = forward ? in.b_fc.host[c] : 0.0;
+      for (int k = 0; k < kC; ++k) {
+        s += forward ? in.x.host[size_t(row) * kC + k] * in.w_fc.host[size_t(c) * kC + k]
+                     : in.dy.host[size_t(row) * kC + k] * in.w_proj.host[size_t(k) * kH + c];
+      }
+      acc[c] = s;
+    }
+    if (p == GeluProduct::kForward) {
+      railyard::cpu::gelu_forward<double>(act.data(), acc.data(), kH);
+      r.aux.insert(r.aux.end(), acc.begin(), acc.end());
+      acc = act;
+    } else if (p == GeluProduct::kBackward) {
+      std::fill(act.begin(), act.end(), 0.0);  // gelu_backward accumulates
+      railyard::cpu::gelu_backward<double>(act.data(), &in.pre.host[size_t(row) * kH], acc.data(),
+                                           kH);
+      acc = act;
+    }
+    r.d.insert(r.d.end(), acc.begin(), acc.end());
+  }
+  return r;
+}
+
+// The sampled rows of a [kTokens, kH] bf16 output.
+std::vector<double> sampled(const std::vector<unsigned char>& raw, const std::vector<int>& rows) {
+  const auto* b = reinterpret_cast<const bf16*>(raw.data());
+  std::vector<double> out;
+  for (int row : rows)
+    for (int c = 0; c < kH; ++c) out.push_back(double(__bfloat162float(b[size_t(row) * kH + c])));
+  return out;
+}
+
+// sqrt(sum (a - ref)^2 / sum ref^2), as tests/gpu's Report::check; infinite where a value is not
+// finite.
+double relative_l2(const std::vector<double>& a, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// ---- variants ------------------------------------------------------------------------------
+
+struct Variant {
+  std::string name, library;
+  GeluProduct product;
+  std::function<void(cudaStream_t)> run;
+};
+
+const char* product_name(GeluProduct p) {
+  switch (p) {
+    case GeluProduct::kForward:
+      return "forward GELU+aux+bias";
+    case GeluProduct::kBackward:
+      return "backward dGELU";
+    case GeluProduct::kPlainForward:
+      return "forward bias only";
+    case GeluProduct::kPlainBackward:
+      return "backward plain";
+  }
+  return "?";
+}
+
+GeluGemmOperands operands(const Inputs& in, GeluProduct p) {
+  const bool forward = p == GeluProduct::kForward || p == GeluProduct::kPlainForward;
+  GeluGemmOperands o;
+  o.m = kTokens, o.n = kH, o.k = kC;
+  o.a = forward ? in.x.ptr() : in.dy.ptr();
+  o.b = forward ? in.w_fc.ptr() : in.w_proj.ptr();
+  o.d = in.d.as<bf16>();
+  if (forward) o.bias = in.b_fc.ptr();
+  if (p == GeluProduct::kForward) o.aux_out = in.aux.as<bf16>();
+  if (p == GeluProduct::kBackward) o.aux_in = in.pre.ptr();
+  return o;
+}
+
+// The engine's calls (Matmul's own plans), each product with and without the GELU.
+std::vector<Variant> cublaslt_variants(const Inputs& in, Matmul& mm) {
+  using railyard::cuda::GemmCall;
+  const GemmCall fwd =
+      Matmul::forward_call(in.d.as<void>(), in.x.ptr(), in.w_fc.ptr(), in.b_fc.ptr(), kTokens, kC,
+                           kH, CUDA_R_16BF, in.aux.as<void>());
+  GemmCall fwd_plain = fwd;
+  fwd_plain.gelu = railyard::cuda::GeluEpilogue::kNone;
+  fwd_plain.aux = nullptr;
+  const GemmCall bwd =
+      Matmul::backward_input_call(in.d.as<void>(), in.dy.ptr(), in.w_proj.ptr(), kTokens, kH, kC,
+                                  CUDA_R_16BF, false, in.pre.ptr());
+  GemmCall bwd_plain = bwd;
+  bwd_plain.gelu = railyard::cuda::GeluEpilogue::kNone;
+  bwd_plain.aux = nullptr;
+  auto call = [&mm](GemmCall c) { return [&mm, c](cudaStream_t s) { mm.gemm(c, s); }; };
+  return {{"cublaslt GELU_AUX_BIAS", "cublaslt", GeluProduct::kForward, call(fwd)},
+          {"cublaslt BIAS", "cublaslt", GeluProduct::kPlainForward, call(fwd_plain)},
+          {"cublaslt DGELU", "cublaslt", GeluProduct::kBackward, call(bwd)},
+          {"cublaslt plain", "cublaslt", GeluProduct::kPlainBackward, call(bwd_plain)}};
+}
+
+// ---- measuring -----------------------------------------------------------------------------
+
+struct Result {
+  double median_us = NAN, min_us = NAN, rel_err = NAN, rel_err_aux = NAN;
+  bool same_bits = false, ok = false;
+  std::string error;
+};
+
+// Each call between its own pair of events: the median is not moved by a slow outlier.
+void time_calls(const Variant& v, cudaStream_t s, const railyard::bench::TimingOptions& o,
+                Result& r) {
+  for (int i = 0; i < o.warmup; ++i) v.run(s);
+  std::vector<cudaEvent_t> ev(2 * size_t(o.reps));
+  for (auto& e : ev) RY_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < o.reps; ++i) {
+    RY_CUDA(cudaEventRecord(ev[2 * i], s));
+    v.run(s);
+    RY_CUDA(cudaEventRecord(ev[2 * i + 1], s));
+  }
+  RY_CUDA(cudaStreamSynchronize(s));
+  std::vector<double> us;
+  for (int i = 0; i < o.reps; ++i) {
+    float ms = 0;
+    RY_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    us.push_back(ms * 1e3);
+  }
+  for (auto& e : ev) RY_CUDA(cudaEventDestroy(e));
+  std::sort(us.begin(), us.end());
+  const size_t n = us.size();
+  r.median_us = n % 2 ? us[n / 2] : (us[n / 2 - 1] + us[n / 2]) / 2;
+  r.min_us = us.front();
+}
+
+// D (and aux for the GELU forward) after one run on poisoned buffers, so a value left from an
+// earlier variant cannot pass for a result.
+std::vector<unsigned char> run_and_read(const Variant& v, const Inputs& in, cudaStream_t s) {
+  RY_CUDA(cudaMemsetAsync(in.d.as<void>(), 0xA5, in.d.bytes(), s));
+  RY_CUDA(cudaMemsetAsync(in.aux.as<void>(), 0xA5, in.aux.bytes(), s));
+  v.run(s);
+  RY_CUDA(cudaStreamSynchronize(s));
+  auto out = download(in.d.as<void>(), in.d.bytes());
+  if (v.product == GeluProduct::kForward) {
+    const auto aux = download(in.aux.as<void>(), in.aux.bytes());
+    out.insert(out.end(), aux.begin(), aux.end());
+  }
+  return out;
+}
+
+void check(const Variant& v, const Inputs& in, const Reference& ref, cudaStream_t s, Result& r) {
+  const auto first = run_and_read(v, in, s);
+  const auto second = run_and_read(v, in, s);
+  r.same_bits = first == second;
+  const size_t d_bytes = in.d.bytes();
+  r.rel_err = relative_l2(sampled({first.begin(), first.begin() + d_bytes}, in.rows), ref.d);
+  bool aux_ok = true;
+  if (v.product == GeluProduct::kForward) {
+    r.rel_err_aux = relative_l2(sampled({first.begin() + d_bytes, first.end()}, in.rows), ref.aux);
+    aux_ok = r.rel_err_aux <= kTolerance;
+  }
+  r.ok = r.same_bits && r.rel_err <= kTolerance && aux_ok;
+}
+
+// ---- report --------------------------------------------------------------------------------
+
+json result_json(const Variant& v, const Result& r) {
+  json j = {{"name", v.name}, {"library", v.library}, {"product", product_name(v.product)}};
+  if (!r.error.empty()) {
+    j["error"] = r.error;
+    j["ok"] = false;
+    return j;
+  }
+  j.update({{"median_us", r.median_us},
+            {"min_us", r.min_us},
+            {"rel_err", r.rel_err},
+            {"same_bits", r.same_bits},
+            {"ok", r.ok}});
+  if (v.product == GeluProduct::kForward) j["rel_err_aux"] = r.rel_err_aux;
+  return j;
+}
+
+void print_row(const Variant& v, const Result& r) {
+  if (!r.error.empty()) {
+    std::printf("%-22s %-34s %s\n", product_name(v.product), v.name.c_str(), r.error.c_str());
+    return;
+  }
+  std::printf("%-22s %-34s %9.1f %9.1f %10.2e %10.2e %-5s %s\n", product_name(v.product),
+              v.name.c_str(), r.median_us, r.min_us, r.rel_err, r.rel_err_aux,
+              r.same_bits ? "yes" : "NO", r.ok ? "ok" : "FAIL");
+}
+
+// The CUTLASS variants as bench variants; one CUTLASS cannot run is reported, not fatal.
+void add_cutlass(std::vector<Variant>& out, std::vector<std::string>& errors, const Inputs& in,
+                 std::vector<std::unique_ptr<railyard::bench::GeluGemmLaunch>>& keep) {
+  using railyard::bench::GeluGemmVariant;
+  std::vector<GeluGemmVariant> all = railyard::bench::cutlass_forward_variants();
+  for (auto f :
+       {railyard::bench::cutlass_backward_variants, railyard::bench::cutlass_plain_variants})
+    for (auto& v : f()) all.push_back(std::move(v));
+  for (auto& cv : all) {
+    try {
+      keep.push_back(cv.prepare(operands(in, cv.product)));
+      auto* launch = keep.back().get();
+      out.push_back({cv.name, "cutlass", cv.product, [launch](cudaStream_t s) { launch->run(s); }});
+      errors.emplace_back();
+    } catch (const std::exception& e) {
+      out.push_back({cv.name, "cutlass", cv.product, nullptr});
+      errors.emplace_back(e.what());
+    }
+  }
+}
+
+int run_bench(const railyard::bench::TimingOptions& o) {
+  cudaDeviceProp prop{};
+  int dev = 0;
+  RY_CUDA(cudaGetDevice(&dev));
+  RY_CUDA(cudaGetDeviceProperties(&prop, dev));
+  Inputs in;
+  in.rows = sample_rows();
+  Matmul mm;
+  std::vector<Variant> variants = cublaslt_variants(in, mm);
+  std::vector<std::string> errors(variants.size());
+  std::vector<std::unique_ptr<railyard::bench::GeluGemmLaunch>> keep;
+  add_cutlass(variants, errors, in, keep);
+  cudaStream_t s = nullptr;
+  RY_CUDA(cudaStreamCreate(&s));
+
+  std::printf("%s, M=%d N=%d K=%d bf16, CUTLASS %s; us over %d reps after %d warmup\n", prop.name,
+              kTokens, kH, kC, railyard::bench::cutlass_version().c_str(), o.reps, o.warmup);
+  std::printf("%-22s %-34s %9s %9s %10s %10s %-5s\n", "product", "variant", "median", "min",
+              "rel_err", "rel_aux", "bits");
+  json out = json::array();
+  bool all_ok = true;
+  for (GeluProduct p : {GeluProduct::kForward, GeluProduct::kPlainForward, GeluProduct::kBackward,
+                        GeluProduct::kPlainBackward}) {
+    const Reference ref = reference(in, p);
+    for (size_t i = 0; i < variants.size(); ++i) {
+      if (variants[i].product != p) continue;
+      Result r;
+      r.error = errors[i];
+      if (r.error.empty()) {
+        time_calls(variants[i], s, o, r);
+        check(variants[i], in, ref, s, r);
+      }
+      all_ok = all_ok && r.ok;
+      print_row(variants[i], r);
+      out.push_back(result_json(variants[i], r));
+    }
+  }
+  RY_CUDA(cudaStreamDestroy(s));
+  if (!o.json.empty()) {
+    railyard::bench::write_json(o.json, {{"bench", "cutlass_gelu_bench"},
+                                         {"gpu", prop.name},
+                                         {"cutlass", railyard::bench::cutlass_version()},
+                                         {"shape", {{"m", kTokens}, {"n", kH}, {"k", kC}}},
+                                         {"warmup", o.warmup},
+                                         {"reps", o.reps},
+                                         {"tolerance", kTolerance},
+                                         {"variants", out}});
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const auto o = railyard::bench::parse_timing(argc, argv, kUsage);
+    int devices = 0;
+    const cudaError_t e = cudaGetDeviceCount(&devices);
+    if (e != cudaSuccess || devices == 0) {
+      std::fprintf(stderr,
+                   "cutlass_gelu_bench: no CUDA device (%s); run it on the GPU machine: "
+                   "bash bench/gpu_bench.sh env build cutlass\n",
+                   e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+      return 77;
+    }
+    return run_bench(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cutlass_gelu_bench: %s\n", e.what());
+    return 1;
+  }
+}
