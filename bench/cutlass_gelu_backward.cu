@@ -12,6 +12,10 @@ std::vector<GeluGemmVariant> cutlass_backward_variants() {
   return {
       variant<BackwardGemm<Shape<_256, _128, _64>, Shape<_2, _1, _1>, Cooperative, BackwardGelu>>(
           "256x128x64 c2x1 coop", GeluProduct::kBackward, FillBackward{}),
+      variant<BackwardGemm<Shape<_128, _256, _64>, Shape<_1, _2, _1>, Cooperative, BackwardGelu>>(
+          "128x256x64 c1x2 coop", GeluProduct::kBackward, FillBackward{}),
+      variant<BackwardGemm<Shape<_128, _128, _64>, Shape<_1, _2, _1>, Pingpong, BackwardGelu>>(
+          "128x128x64 c1x2 pingpong", GeluProduct::kBackward, FillBackward{}),
   };
 }
 

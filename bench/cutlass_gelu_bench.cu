@@ -26,6 +26,7 @@
 #include "cutlass_gelu_gemms.hpp"
 #include "device_buffer.hpp"
 #include "dtype.hpp"
+#include "event_timing.hpp"
 #include "gemm_algo_json.hpp"
 #include "matmul_cublaslt.hpp"
 #include "railyard/cpu_kernels.hpp"
@@ -220,29 +221,11 @@ struct Result {
   std::string error;
 };
 
-// Each call between its own pair of events: the median is not moved by a slow outlier.
 void time_calls(const Variant& v, cudaStream_t s, const railyard::bench::TimingOptions& o,
                 Result& r) {
-  for (int i = 0; i < o.warmup; ++i) v.run(s);
-  std::vector<cudaEvent_t> ev(2 * size_t(o.reps));
-  for (auto& e : ev) RY_CUDA(cudaEventCreate(&e));
-  for (int i = 0; i < o.reps; ++i) {
-    RY_CUDA(cudaEventRecord(ev[2 * i], s));
-    v.run(s);
-    RY_CUDA(cudaEventRecord(ev[2 * i + 1], s));
-  }
-  RY_CUDA(cudaStreamSynchronize(s));
-  std::vector<double> us;
-  for (int i = 0; i < o.reps; ++i) {
-    float ms = 0;
-    RY_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-    us.push_back(ms * 1e3);
-  }
-  for (auto& e : ev) RY_CUDA(cudaEventDestroy(e));
-  std::sort(us.begin(), us.end());
-  const size_t n = us.size();
-  r.median_us = n % 2 ? us[n / 2] : (us[n / 2 - 1] + us[n / 2]) / 2;
-  r.min_us = us.front();
+  const auto t = railyard::bench::time_calls(v.run, s, o.warmup, o.reps);
+  r.median_us = t.median_us;
+  r.min_us = t.min_us;
 }
 
 // D (and aux for the GELU forward) after one run on poisoned buffers, so a value left from an
@@ -352,8 +335,12 @@ int run_bench(const railyard::bench::TimingOptions& o) {
       Result r;
       r.error = errors[i];
       if (r.error.empty()) {
-        time_calls(variants[i], s, o, r);
-        check(variants[i], in, ref, s, r);
+        try {  // a configuration that fails to launch is a row, not the end of the table
+          time_calls(variants[i], s, o, r);
+          check(variants[i], in, ref, s, r);
+        } catch (const std::runtime_error& e) {
+          r.error = e.what();
+        }
       }
       all_ok = all_ok && r.ok;
       print_row(variants[i], r);

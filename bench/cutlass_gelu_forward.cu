@@ -11,6 +11,10 @@ std::vector<GeluGemmVariant> cutlass_forward_variants() {
   return {
       variant<ForwardGemm<Shape<_256, _128, _64>, Shape<_2, _1, _1>, Cooperative, ForwardGelu>>(
           "256x128x64 c2x1 coop", GeluProduct::kForward, FillForward{}),
+      variant<ForwardGemm<Shape<_128, _256, _64>, Shape<_1, _2, _1>, Cooperative, ForwardGelu>>(
+          "128x256x64 c1x2 coop", GeluProduct::kForward, FillForward{}),
+      variant<ForwardGemm<Shape<_128, _128, _64>, Shape<_1, _2, _1>, Pingpong, ForwardGelu>>(
+          "128x128x64 c1x2 pingpong", GeluProduct::kForward, FillForward{}),
   };
 }
 

@@ -13,8 +13,12 @@ std::vector<GeluGemmVariant> cutlass_plain_variants() {
   return {
       variant<ForwardGemm<Shape<_256, _128, _64>, Shape<_2, _1, _1>, Cooperative, ForwardBias>>(
           "256x128x64 c2x1 coop", GeluProduct::kPlainForward, FillBias{}),
+      variant<ForwardGemm<Shape<_128, _128, _64>, Shape<_1, _2, _1>, Pingpong, ForwardBias>>(
+          "128x128x64 c1x2 pingpong", GeluProduct::kPlainForward, FillBias{}),
       variant<BackwardGemm<Shape<_256, _128, _64>, Shape<_2, _1, _1>, Cooperative, Plain>>(
           "256x128x64 c2x1 coop", GeluProduct::kPlainBackward, FillNone{}),
+      variant<BackwardGemm<Shape<_128, _128, _64>, Shape<_1, _2, _1>, Pingpong, Plain>>(
+          "128x128x64 c1x2 pingpong", GeluProduct::kPlainBackward, FillNone{}),
   };
 }
 

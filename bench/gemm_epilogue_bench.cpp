@@ -36,6 +36,7 @@
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "dtype.hpp"
+#include "event_timing.hpp"
 #include "fixed_order_sum.hpp"
 #include "gelu_kernels.hpp"
 #include "gemm_algo_json.hpp"
@@ -566,47 +567,10 @@ std::vector<Variant> forward_variants(Context& c) {
 
 // ---- measuring -------------------------------------------------------------------------------
 
-class Events {
- public:
-  explicit Events(size_t n) {
-    ev_.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      cudaEvent_t e = nullptr;
-      RY_CUDA(cudaEventCreate(&e));
-      ev_.push_back(e);
-    }
-  }
-  ~Events() {
-    for (cudaEvent_t e : ev_) cudaEventDestroy(e);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-  cudaEvent_t operator[](size_t i) const { return ev_[i]; }
-
- private:
-  std::vector<cudaEvent_t> ev_;
-};
-
-// Each call between its own pair of events: the median is not moved by a slow outlier.
 void time_calls(const Variant& v, cudaStream_t s, const Options& o, Result& r) {
-  for (int i = 0; i < o.warmup; ++i) v.run(s);
-  Events ev(2 * size_t(o.reps));
-  for (int i = 0; i < o.reps; ++i) {
-    RY_CUDA(cudaEventRecord(ev[2 * i], s));
-    v.run(s);
-    RY_CUDA(cudaEventRecord(ev[2 * i + 1], s));
-  }
-  RY_CUDA(cudaStreamSynchronize(s));
-  std::vector<double> us;
-  for (int i = 0; i < o.reps; ++i) {
-    float ms = 0;
-    RY_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-    us.push_back(ms * 1e3);
-  }
-  std::sort(us.begin(), us.end());
-  const size_t n = us.size();
-  r.median_us = n % 2 ? us[n / 2] : (us[n / 2 - 1] + us[n / 2]) / 2;
-  r.min_us = us.front();
+  const auto t = railyard::bench::time_calls(v.run, s, o.warmup, o.reps);
+  r.median_us = t.median_us;
+  r.min_us = t.min_us;
 }
 
 // The outputs after one run on poisoned buffers, so a value left from an earlier run cannot

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
-#                                        gemm sdpa gemmsurvey adamw timeline lnbench
+#                                        gemm sdpa gemmsurvey adamw timeline lnbench cutlass
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -25,7 +25,8 @@ keep() {
     hf_check.log ckpt-gpu.json ckpt-gpu.log gemm-epilogue.json gemm.log gemm-kernels.txt \
     gemm-once.json sdpa-plans.json sdpa-plans.log sdpa-plans-torch-cudnn.json \
     sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log adamw.json adamw.log \
-    step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log; do
+    step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log \
+    cutlass-gelu.json cutlass.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -61,18 +62,29 @@ if ls .whl/nvidia_cudnn_frontend-*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/nvidia_cudnn_frontend-*.whl && FE_INCLUDE=/tmp/site/include
 fi
+# CUTLASS's headers (the cutlass stage only): the nvidia-cutlass wheel carried in .whl/ (its
+# Python dependencies are not needed: --no-deps), else pip's; without either the bench is not built.
+CUTLASS_INCLUDE=""
+if ls .whl/nvidia_cutlass-*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/nvidia_cutlass-*.whl \
+    && CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
+fi
 
 if has build; then
   log build
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$D \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DRAILYARD_PLUGIN=OFF -DRAILYARD_CUDA=ON \
     -DRAILYARD_CUDNN=${RAILYARD_CUDNN:-AUTO} -DRAILYARD_CUDNN_FRONTEND_INCLUDE="$FE_INCLUDE" \
+    -DRAILYARD_CUTLASS_INCLUDE="$CUTLASS_INCLUDE" \
     > "$W/cmake.log" 2>&1 || { tail -30 "$W/cmake.log"; exit 1; }
-  grep -E "cuDNN attention|step timeline" "$W/cmake.log"
+  grep -E "cuDNN attention|step timeline|CUTLASS" "$W/cmake.log"
   # The plan bench (one long frontend unit) compiles beside the rest when the sdpa stage follows.
   extra=""
   has sdpa && grep -q "cuDNN attention: ON" "$W/cmake.log" && extra=cudnn_sdpa_plans
   has gemmsurvey && extra="$extra gemm_step_survey"
+  # CUTLASS's kernels are the longest units: they compile beside the rest.
+  has cutlass && grep -q "CUTLASS GELU bench: ON" "$W/cmake.log" && extra="$extra cutlass_gelu_bench"
   ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check $extra \
     > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
   log build done
@@ -247,6 +259,27 @@ stage_gemm() {
   return 0
 }
 if has gemm; then stage_gemm; fi
+
+# The MLP's GELU products as CUTLASS sm_90a kernels with the GELU fused, beside cuBLASLt's
+# GELU_AUX_BIAS / DGELU and the plain products (issue 12, bench/cutlass_gelu_bench.cu): median
+# time, relative difference to float64 on sampled rows, same bits on a second launch. The table
+# to cutlass.log, JSON to cutlass-gelu.json (also bench/results/). Needs CUTLASS's headers: the
+# nvidia-cutlass wheel in .whl/ (docs/gpu.md).
+stage_cutlass() {
+  log "cutlass: cutlass_gelu_bench (M 16384, N 3072, K 768, bf16)"
+  ninja -C "$BUILD" -j16 cutlass_gelu_bench > "$W/build-cutlass.log" 2>&1 || {
+    grep -E "error|FAILED" "$W/build-cutlass.log" | head -30
+    echo "cutlass: no cutlass_gelu_bench: run the build stage first with the nvidia-cutlass" \
+      "wheel in .whl/; cmake.log must say CUTLASS GELU bench: ON"
+    return 1
+  }
+  rm -f "$W/cutlass-gelu.json"
+  timeout 300 "$BUILD/bench/cutlass_gelu_bench" --warmup 10 --reps 50 \
+    --json "$W/cutlass-gelu.json" 2>&1 | tee "$W/cutlass.log"
+  [ -s "$W/cutlass-gelu.json" ] && stamp_result cutlass-gelu.json
+  return 0
+}
+if has cutlass; then stage_cutlass; fi
 
 # Every cuDNN SDPA execution plan of the attention at the benchmark's shape (issue 12,
 # bench/cudnn_sdpa_plans.cpp): built or not, workspace, median time, repeatable bits, difference
