@@ -306,6 +306,39 @@ void add_cutlass(std::vector<Variant>& out, std::vector<std::string>& errors, co
   }
 }
 
+// Per product: cuBLASLt's median, the fastest CUTLASS configuration that passed its checks, and
+// what taking it would save per step (12 layers), the figure bench/NOTES.md decides on.
+json summary(const json& rows) {
+  json out = json::array();
+  std::printf("\n%-22s %10s %-34s %10s %12s\n", "product", "cublaslt", "best cutlass (checks ok)",
+              "us", "x12 layers");
+  for (GeluProduct p : {GeluProduct::kForward, GeluProduct::kPlainForward, GeluProduct::kBackward,
+                        GeluProduct::kPlainBackward}) {
+    const std::string name = product_name(p);
+    double lt = NAN, best = INFINITY;
+    std::string best_name = "none";
+    for (const json& r : rows) {
+      if (r["product"] != name || !r["ok"].get<bool>()) continue;
+      const double us = r["median_us"].get<double>();
+      if (r["library"] == "cublaslt") lt = us;
+      if (r["library"] == "cutlass" && us < best) {
+        best = us;
+        best_name = r["name"].get<std::string>();
+      }
+    }
+    const double saved_ms = std::isfinite(best) ? 12 * (lt - best) / 1e3 : NAN;
+    std::printf("%-22s %10.1f %-34s %10.1f %9.3f ms\n", name.c_str(), lt, best_name.c_str(), best,
+                saved_ms);
+    out.push_back(
+        {{"product", name},
+         {"cublaslt_us", lt},
+         {"best_cutlass", best_name},
+         {"best_cutlass_us", std::isfinite(best) ? json(best) : json(nullptr)},
+         {"step_saving_ms_12_layers", std::isfinite(saved_ms) ? json(saved_ms) : json(nullptr)}});
+  }
+  return out;
+}
+
 int run_bench(const railyard::bench::TimingOptions& o) {
   cudaDeviceProp prop{};
   int dev = 0;
@@ -348,6 +381,7 @@ int run_bench(const railyard::bench::TimingOptions& o) {
     }
   }
   RY_CUDA(cudaStreamDestroy(s));
+  const json best = summary(out);
   if (!o.json.empty()) {
     railyard::bench::write_json(o.json, {{"bench", "cutlass_gelu_bench"},
                                          {"gpu", prop.name},
@@ -356,7 +390,8 @@ int run_bench(const railyard::bench::TimingOptions& o) {
                                          {"warmup", o.warmup},
                                          {"reps", o.reps},
                                          {"tolerance", kTolerance},
-                                         {"variants", out}});
+                                         {"variants", out},
+                                         {"summary", best}});
   }
   return all_ok ? 0 : 1;
 }
