@@ -1,7 +1,6 @@
 // The backward into the MLP's GELU (fc2's input gradient times GELU' of the forward's value
 // before GELU, read as a second input in the epilogue) as CUTLASS Hopper GEMMs
-// (cutlass_gelu_gemms.hpp): the configurations the bench compares with cuBLASLt's DGELU. No bias
-// gradient is fused: CUTLASS's would sum it across CTAs in whatever order they finish.
+// (cutlass_gelu_gemms.hpp): the configurations the bench compares with cuBLASLt's DGELU.
 #include "cutlass_sm90_gemm.cuh"
 
 namespace railyard::bench {

@@ -3,9 +3,12 @@
 // engine runs) and the same products without the GELU, in one call (bench/NOTES.md, issue 12):
 //   forward   Y[N,4C] = GELU(pre), pre = X[N,C] W_fc[4C,C]^T + b_fc   (also writes pre)
 //   backward  dH[N,4C] = (dY[N,C] W_proj[C,4C]) * GELU'(pre)
+//             and with the fc bias gradient db[4C] = column sums of dH (fp32): CUTLASS's fused
+//             fixed-order reduction beside DGELU + runtime/cuda's bias_grad kernel (today's path)
 // Per variant: median and minimum of --reps calls, each between its own pair of CUDA events
 // (after --warmup); the outputs' relative L2 difference to a float64 host reference on a sample
-// of rows (tolerance 1e-2, as tests/gpu's bf16 checks); the same bits on a second launch.
+// of rows (tolerance 1e-2, as tests/gpu's bf16 checks), the bias gradient's to the column sums
+// of the variant's own dH in float64; the same bits (all outputs) on a second launch.
 //
 //   cutlass_gelu_bench [--warmup 5 --reps 30] [--json FILE]
 #include <cuda_runtime.h>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "bench_args.hpp"
+#include "bias_grad_kernels.hpp"
 #include "cuda_check.hpp"
 #include "cutlass_gelu_gemms.hpp"
 #include "device_buffer.hpp"
@@ -89,6 +93,8 @@ struct Inputs {
   Matrix pre = random_matrix(size_t(kTokens) * kH, 3.0, 6);  // GELU's input, for the backward
   DeviceBuffer d{size_t(kTokens) * kH * sizeof(bf16)};
   DeviceBuffer aux{size_t(kTokens) * kH * sizeof(bf16)};
+  DeviceBuffer dbias{size_t(kH) * sizeof(float)};
+  DeviceBuffer partials{railyard::cuda::bias_grad_partials(kTokens, kH) * sizeof(float)};
   std::vector<int> rows;  // the rows the reference computes
 };
 
@@ -124,7 +130,7 @@ Reference reference(const Inputs& in, GeluProduct p) {
       railyard::cpu::gelu_forward<double>(act.data(), acc.data(), kH);
       r.aux.insert(r.aux.end(), acc.begin(), acc.end());
       acc = act;
-    } else if (p == GeluProduct::kBackward) {
+    } else if (p == GeluProduct::kBackward || p == GeluProduct::kBackwardBiasGrad) {
       std::fill(act.begin(), act.end(), 0.0);  // gelu_backward accumulates
       railyard::cpu::gelu_backward<double>(act.data(), &in.pre.host[size_t(row) * kH], acc.data(),
                                            kH);
@@ -174,6 +180,8 @@ const char* product_name(GeluProduct p) {
       return "forward bias only";
     case GeluProduct::kPlainBackward:
       return "backward plain";
+    case GeluProduct::kBackwardBiasGrad:
+      return "backward dGELU + dbias";
   }
   return "?";
 }
@@ -188,6 +196,13 @@ GeluGemmOperands operands(const Inputs& in, GeluProduct p) {
   if (forward) o.bias = in.b_fc.ptr();
   if (p == GeluProduct::kForward) o.aux_out = in.aux.as<bf16>();
   if (p == GeluProduct::kBackward) o.aux_in = in.pre.ptr();
+  if (p == GeluProduct::kBackwardBiasGrad) {  // the transposed view: M = features
+    o.m = kH, o.n = kTokens;
+    o.a = in.w_proj.ptr();
+    o.b = in.dy.ptr();
+    o.aux_in = in.pre.ptr();
+    o.dbias = in.dbias.as<float>();
+  }
   return o;
 }
 
@@ -207,16 +222,23 @@ std::vector<Variant> cublaslt_variants(const Inputs& in, Matmul& mm) {
   bwd_plain.gelu = railyard::cuda::GeluEpilogue::kNone;
   bwd_plain.aux = nullptr;
   auto call = [&mm](GemmCall c) { return [&mm, c](cudaStream_t s) { mm.gemm(c, s); }; };
+  auto with_bias_grad = [&mm, &in, bwd](cudaStream_t s) {
+    mm.gemm(bwd, s);
+    railyard::cuda::bias_grad(in.dbias.as<float>(), in.partials.as<float>(), in.d.as<bf16>(),
+                              kTokens, kH, false, s);
+  };
   return {{"cublaslt GELU_AUX_BIAS", "cublaslt", GeluProduct::kForward, call(fwd)},
           {"cublaslt BIAS", "cublaslt", GeluProduct::kPlainForward, call(fwd_plain)},
           {"cublaslt DGELU", "cublaslt", GeluProduct::kBackward, call(bwd)},
-          {"cublaslt plain", "cublaslt", GeluProduct::kPlainBackward, call(bwd_plain)}};
+          {"cublaslt plain", "cublaslt", GeluProduct::kPlainBackward, call(bwd_plain)},
+          {"cublaslt DGELU + bias_grad kernel", "cublaslt", GeluProduct::kBackwardBiasGrad,
+           with_bias_grad}};
 }
 
 // ---- measuring -----------------------------------------------------------------------------
 
 struct Result {
-  double median_us = NAN, min_us = NAN, rel_err = NAN, rel_err_aux = NAN;
+  double median_us = NAN, min_us = NAN, rel_err = NAN, rel_err_aux = NAN, rel_err_db = NAN;
   bool same_bits = false, ok = false;
   std::string error;
 };
@@ -228,19 +250,35 @@ void time_calls(const Variant& v, cudaStream_t s, const railyard::bench::TimingO
   r.min_us = t.min_us;
 }
 
-// D (and aux for the GELU forward) after one run on poisoned buffers, so a value left from an
-// earlier variant cannot pass for a result.
+// D (then aux for the GELU forward, the bias gradient for the backward with it) after one run on
+// poisoned buffers, so a value left from an earlier variant cannot pass for a result.
 std::vector<unsigned char> run_and_read(const Variant& v, const Inputs& in, cudaStream_t s) {
   RY_CUDA(cudaMemsetAsync(in.d.as<void>(), 0xA5, in.d.bytes(), s));
   RY_CUDA(cudaMemsetAsync(in.aux.as<void>(), 0xA5, in.aux.bytes(), s));
+  RY_CUDA(cudaMemsetAsync(in.dbias.as<void>(), 0xA5, in.dbias.bytes(), s));
   v.run(s);
   RY_CUDA(cudaStreamSynchronize(s));
   auto out = download(in.d.as<void>(), in.d.bytes());
-  if (v.product == GeluProduct::kForward) {
-    const auto aux = download(in.aux.as<void>(), in.aux.bytes());
-    out.insert(out.end(), aux.begin(), aux.end());
-  }
+  std::vector<unsigned char> more;
+  if (v.product == GeluProduct::kForward) more = download(in.aux.as<void>(), in.aux.bytes());
+  if (v.product == GeluProduct::kBackwardBiasGrad)
+    more = download(in.dbias.as<void>(), in.dbias.bytes());
+  out.insert(out.end(), more.begin(), more.end());
   return out;
+}
+
+// The bias gradient against the column sums of the variant's own dH (bf16 [kTokens, kH]) in
+// float64: CUTLASS sums the fp32 values before their rounding to bf16, bias_grad the bf16 ones.
+double bias_grad_difference(const std::vector<unsigned char>& raw) {
+  const auto* d = reinterpret_cast<const bf16*>(raw.data());
+  std::vector<double> sums(kH, 0.0), db(kH);
+  for (size_t r = 0; r < size_t(kTokens); ++r)
+    for (int c = 0; c < kH; ++c) sums[c] += double(__bfloat162float(d[r * kH + c]));
+  const size_t d_bytes = size_t(kTokens) * kH * sizeof(bf16);
+  std::vector<float> got(kH);
+  std::memcpy(got.data(), raw.data() + d_bytes, kH * sizeof(float));
+  for (int c = 0; c < kH; ++c) db[c] = got[c];
+  return relative_l2(db, sums);
 }
 
 void check(const Variant& v, const Inputs& in, const Reference& ref, cudaStream_t s, Result& r) {
@@ -249,12 +287,16 @@ void check(const Variant& v, const Inputs& in, const Reference& ref, cudaStream_
   r.same_bits = first == second;
   const size_t d_bytes = in.d.bytes();
   r.rel_err = relative_l2(sampled({first.begin(), first.begin() + d_bytes}, in.rows), ref.d);
-  bool aux_ok = true;
+  bool more_ok = true;
   if (v.product == GeluProduct::kForward) {
     r.rel_err_aux = relative_l2(sampled({first.begin() + d_bytes, first.end()}, in.rows), ref.aux);
-    aux_ok = r.rel_err_aux <= kTolerance;
+    more_ok = r.rel_err_aux <= kTolerance;
   }
-  r.ok = r.same_bits && r.rel_err <= kTolerance && aux_ok;
+  if (v.product == GeluProduct::kBackwardBiasGrad) {
+    r.rel_err_db = bias_grad_difference(first);
+    more_ok = r.rel_err_db <= kTolerance;
+  }
+  r.ok = r.same_bits && r.rel_err <= kTolerance && more_ok;
 }
 
 // ---- report --------------------------------------------------------------------------------
@@ -272,6 +314,7 @@ json result_json(const Variant& v, const Result& r) {
             {"same_bits", r.same_bits},
             {"ok", r.ok}});
   if (v.product == GeluProduct::kForward) j["rel_err_aux"] = r.rel_err_aux;
+  if (v.product == GeluProduct::kBackwardBiasGrad) j["rel_err_dbias"] = r.rel_err_db;
   return j;
 }
 
@@ -280,9 +323,10 @@ void print_row(const Variant& v, const Result& r) {
     std::printf("%-22s %-34s %s\n", product_name(v.product), v.name.c_str(), r.error.c_str());
     return;
   }
+  const double second = v.product == GeluProduct::kForward ? r.rel_err_aux : r.rel_err_db;
   std::printf("%-22s %-34s %9.1f %9.1f %10.2e %10.2e %-5s %s\n", product_name(v.product),
-              v.name.c_str(), r.median_us, r.min_us, r.rel_err, r.rel_err_aux,
-              r.same_bits ? "yes" : "NO", r.ok ? "ok" : "FAIL");
+              v.name.c_str(), r.median_us, r.min_us, r.rel_err, second, r.same_bits ? "yes" : "NO",
+              r.ok ? "ok" : "FAIL");
 }
 
 // The CUTLASS variants as bench variants; one CUTLASS cannot run is reported, not fatal.
@@ -290,8 +334,9 @@ void add_cutlass(std::vector<Variant>& out, std::vector<std::string>& errors, co
                  std::vector<std::unique_ptr<railyard::bench::GeluGemmLaunch>>& keep) {
   using railyard::bench::GeluGemmVariant;
   std::vector<GeluGemmVariant> all = railyard::bench::cutlass_forward_variants();
-  for (auto f :
-       {railyard::bench::cutlass_backward_variants, railyard::bench::cutlass_plain_variants})
+  for (auto f : {railyard::bench::cutlass_backward_variants,
+                 railyard::bench::cutlass_backward_bias_grad_variants,
+                 railyard::bench::cutlass_plain_variants})
     for (auto& v : f()) all.push_back(std::move(v));
   for (auto& cv : all) {
     try {
@@ -313,7 +358,7 @@ json summary(const json& rows) {
   std::printf("\n%-22s %10s %-34s %10s %12s\n", "product", "cublaslt", "best cutlass (checks ok)",
               "us", "x12 layers");
   for (GeluProduct p : {GeluProduct::kForward, GeluProduct::kPlainForward, GeluProduct::kBackward,
-                        GeluProduct::kPlainBackward}) {
+                        GeluProduct::kPlainBackward, GeluProduct::kBackwardBiasGrad}) {
     const std::string name = product_name(p);
     double lt = NAN, best = INFINITY;
     std::string best_name = "none";
@@ -357,11 +402,11 @@ int run_bench(const railyard::bench::TimingOptions& o) {
   std::printf("%s, M=%d N=%d K=%d bf16, CUTLASS %s; us over %d reps after %d warmup\n", prop.name,
               kTokens, kH, kC, railyard::bench::cutlass_version().c_str(), o.reps, o.warmup);
   std::printf("%-22s %-34s %9s %9s %10s %10s %-5s\n", "product", "variant", "median", "min",
-              "rel_err", "rel_aux", "bits");
+              "rel_err", "aux/dbias", "bits");
   json out = json::array();
   bool all_ok = true;
   for (GeluProduct p : {GeluProduct::kForward, GeluProduct::kPlainForward, GeluProduct::kBackward,
-                        GeluProduct::kPlainBackward}) {
+                        GeluProduct::kPlainBackward, GeluProduct::kBackwardBiasGrad}) {
     const Reference ref = reference(in, p);
     for (size_t i = 0; i < variants.size(); ++i) {
       if (variants[i].product != p) continue;

@@ -6,6 +6,12 @@
 //   forward   D[M,N] = GELU(A[M,K] B[N,K]^T + bias[N]), aux[M,N] = the value before GELU
 //   backward  D[M,N] = (A[M,K] B[K,N]) * GELU'(aux[M,N])
 //   plain     the same products without the GELU (forward with the bias), the floor to beat.
+//   backward + bias gradient: the backward seen transposed (M = features, N = tokens; A is the
+//             weight [K,M], B the gradient [N,K]; D and aux column-major, which is the same
+//             memory as above), so that the bias gradient is per row of D: dbias[M] = the sum
+//             over N of D's fp32 values. CUTLASS keeps one partial per tile in its workspace and
+//             the last CTA of each row of tiles (an integer counter elects it) adds them in tile
+//             order: no float atomics, the same bits every launch.
 // GELU is GPT-2's tanh form, as runtime/cuda's kernels and cuBLASLt's epilogues; accumulation is
 // fp32; no epilogue reduces across CTAs, so a product has the same bits every launch.
 
@@ -19,16 +25,17 @@
 
 namespace railyard::bench {
 
-enum class GeluProduct { kForward, kBackward, kPlainForward, kPlainBackward };
+enum class GeluProduct { kForward, kBackward, kPlainForward, kPlainBackward, kBackwardBiasGrad };
 
 struct GeluGemmOperands {
   int m = 0, n = 0, k = 0;
-  const __nv_bfloat16* a = nullptr;
-  const __nv_bfloat16* b = nullptr;  // forward: [N,K] (a Linear weight); backward: [K,N]
+  const __nv_bfloat16* a = nullptr;  // [M,K]; backward + bias gradient: [K,M] (the weight)
+  const __nv_bfloat16* b = nullptr;  // forward, backward + bias gradient: [N,K]; backward: [K,N]
   __nv_bfloat16* d = nullptr;
   const __nv_bfloat16* bias = nullptr;    // forward products: [N]
   __nv_bfloat16* aux_out = nullptr;       // forward with GELU: the value before GELU
   const __nv_bfloat16* aux_in = nullptr;  // backward with GELU: the forward's value before GELU
+  float* dbias = nullptr;                 // backward + bias gradient: [M]
 };
 
 // One product's kernel, set up for fixed operands (workspace and TMA descriptors made once), so
@@ -48,6 +55,7 @@ struct GeluGemmVariant {
 
 std::vector<GeluGemmVariant> cutlass_forward_variants();
 std::vector<GeluGemmVariant> cutlass_backward_variants();
+std::vector<GeluGemmVariant> cutlass_backward_bias_grad_variants();
 std::vector<GeluGemmVariant> cutlass_plain_variants();
 std::string cutlass_version();  // of the headers the kernels were compiled with
 

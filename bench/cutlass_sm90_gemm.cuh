@@ -38,19 +38,20 @@ struct Pingpong {
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
 };
 
-// B is [N,K] row-major (a Linear weight: cutlass::layout::ColumnMajor, K-major) or [K,N] row-major
-// (cutlass::layout::RowMajor, N-major). No C operand (void): the products never read D back.
-template <class LayoutB, class Tile, class Cluster, class Schedule, class Fusion>
+// CUTLASS's layout tags: A [M,K] RowMajor is K-major, ColumnMajor M-major; B [N,K] ColumnMajor is
+// K-major (a Linear weight [N,K] row-major), RowMajor N-major ([K,N] row-major); D [M,N] as A.
+// No C operand (void): the products never read D back.
+template <class LayoutA, class LayoutB, class LayoutD, class Tile, class Cluster, class Schedule,
+          class Fusion>
 struct Gemm {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
-      cutlass::layout::RowMajor, kAlign, Bf16, cutlass::layout::RowMajor, kAlign,
-      typename Schedule::Epilogue, Fusion>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlign, Bf16,
+      LayoutD, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
   // The mainloop takes the shared memory the epilogue leaves for as many stages as fit.
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, cutlass::layout::RowMajor, kAlign,
-      Bf16, LayoutB, kAlign, float, Tile, Cluster,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA, kAlign, Bf16, LayoutB,
+      kAlign, float, Tile, Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       typename Schedule::Mainloop>::CollectiveOp;
@@ -58,16 +59,16 @@ struct Gemm {
       cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>>;
 };
 
-// The stride of a packed matrix: S's static mode (_1) is the contiguous one, the other dynamic
-// mode steps `ld` elements, the third (batch) a whole matrix.
+// The stride of a packed matrix whose modes 0 and 1 have `extent0` and `extent1` elements: S's
+// static mode (_1) is the contiguous one, the other steps over it, the third (batch) over all.
 template <class S>
-S packed_stride(int64_t ld, int64_t batch) {
+S packed_stride(int64_t extent0, int64_t extent1) {
   S s{};
   if constexpr (cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
-    cute::get<1>(s) = ld;
+    cute::get<1>(s) = extent0;
   else
-    cute::get<0>(s) = ld;
-  cute::get<2>(s) = batch;
+    cute::get<0>(s) = extent1;
+  cute::get<2>(s) = extent0 * extent1;
   return s;
 }
 
@@ -81,13 +82,19 @@ inline void check(cutlass::Status st, const std::string& name, const char* what)
 template <class G>
 class Launch final : public GeluGemmLaunch {
  public:
-  Launch(std::string name, const typename G::Arguments& args) : name_(std::move(name)) {
-    check(gemm_.can_implement(args), name_, "can_implement");
-    workspace_ = cuda::DeviceBuffer(G::get_workspace_size(args));
-    check(gemm_.initialize(args, workspace_.as<void>()), name_, "initialize");
+  // `reset_each_run`: the workspace holds counters the kernel leaves non-zero (the bias
+  // gradient's), so every run initializes it again (a memset on the stream, part of the time).
+  Launch(std::string name, const typename G::Arguments& args, bool reset_each_run)
+      : name_(std::move(name)), args_(args), reset_each_run_(reset_each_run) {
+    check(gemm_.can_implement(args_), name_, "can_implement");
+    workspace_ = cuda::DeviceBuffer(G::get_workspace_size(args_));
+    check(gemm_.initialize(args_, workspace_.as<void>()), name_, "initialize");
   }
 
   void run(cudaStream_t stream) override {
+    if (reset_each_run_) {
+      check(gemm_.initialize(args_, workspace_.as<void>(), stream), name_, "initialize");
+    }
     check(gemm_.run(stream), name_, "run");
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) throw std::runtime_error(name_ + ": launch: " + cudaGetErrorString(e));
@@ -95,6 +102,8 @@ class Launch final : public GeluGemmLaunch {
 
  private:
   std::string name_;
+  typename G::Arguments args_;
+  bool reset_each_run_;
   G gemm_;
   cuda::DeviceBuffer workspace_;
 };
@@ -108,14 +117,11 @@ typename G::Arguments arguments(const GeluGemmOperands& o, Fill fill) {
   args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
   args.problem_shape = {o.m, o.n, o.k, 1};
   args.mainloop.ptr_A = reinterpret_cast<const Bf16*>(o.a);
-  args.mainloop.dA = packed_stride<typename Kernel::StrideA>(k, m * k);
+  args.mainloop.dA = packed_stride<typename Kernel::StrideA>(m, k);
   args.mainloop.ptr_B = reinterpret_cast<const Bf16*>(o.b);
-  using StrideB = typename Kernel::StrideB;
-  const bool b_k_major =
-      !cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(StrideB{}))>>::value;
-  args.mainloop.dB = packed_stride<StrideB>(b_k_major ? k : n, n * k);
+  args.mainloop.dB = packed_stride<typename Kernel::StrideB>(n, k);
   args.epilogue.ptr_D = reinterpret_cast<Bf16*>(o.d);
-  args.epilogue.dD = packed_stride<typename Kernel::StrideD>(n, m * n);
+  args.epilogue.dD = packed_stride<typename Kernel::StrideD>(m, n);
   args.epilogue.dC = args.epilogue.dD;
   fill(args.epilogue.thread, o);
   int device = 0;
@@ -131,14 +137,21 @@ struct FillForward {
   void operator()(T& t, const GeluGemmOperands& o) const {
     t.bias_ptr = reinterpret_cast<const Bf16*>(o.bias);
     t.aux_ptr = reinterpret_cast<Bf16*>(o.aux_out);
-    t.dAux = packed_stride<decltype(t.dAux)>(o.n, int64_t(o.m) * o.n);
+    t.dAux = packed_stride<decltype(t.dAux)>(o.m, o.n);
   }
 };
 struct FillBackward {
   template <class T>
   void operator()(T& t, const GeluGemmOperands& o) const {
     t.aux_ptr = reinterpret_cast<const Bf16*>(o.aux_in);
-    t.dAux = packed_stride<decltype(t.dAux)>(o.n, int64_t(o.m) * o.n);
+    t.dAux = packed_stride<decltype(t.dAux)>(o.m, o.n);
+  }
+};
+struct FillBackwardBiasGrad {
+  template <class T>
+  void operator()(T& t, const GeluGemmOperands& o) const {
+    FillBackward{}(t, o);
+    t.dbias_ptr = o.dbias;
   }
 };
 struct FillBias {
@@ -155,9 +168,9 @@ struct FillNone {
 template <class G, class Fill>
 GeluGemmVariant variant(const std::string& config, GeluProduct product, Fill fill) {
   const std::string name = "cutlass " + config;
-  return {name, product, [name, fill](const GeluGemmOperands& o) {
-            return std::unique_ptr<GeluGemmLaunch>(
-                std::make_unique<Launch<G>>(name, arguments<G>(o, fill)));
+  return {name, product, [name, product, fill](const GeluGemmOperands& o) {
+            return std::unique_ptr<GeluGemmLaunch>(std::make_unique<Launch<G>>(
+                name, arguments<G>(o, fill), product == GeluProduct::kBackwardBiasGrad));
           }};
 }
 
@@ -170,12 +183,21 @@ using BackwardGelu =
 using ForwardBias = cutlass::epilogue::fusion::LinCombPerColBias<Bf16, float, Bf16>;
 using Plain = cutlass::epilogue::fusion::LinearCombination<Bf16, float>;
 
-// Forward products take a Linear weight [N,K]; backward ones a weight read as [K,N].
+using BackwardGeluBiasGrad = cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<
+    cutlass::layout::ColumnMajor, cutlass::epilogue::thread::dGELU, Bf16, float, Bf16, float>;
+
+// Forward products take a Linear weight [N,K]; backward ones a weight read as [K,N]; the
+// transposed backward (bias gradient per row) the weight as A [M,K] M-major and D column-major.
+using cutlass::layout::ColumnMajor;
+using cutlass::layout::RowMajor;
 template <class Tile, class Cluster, class Schedule, class Fusion>
 using ForwardGemm =
-    typename Gemm<cutlass::layout::ColumnMajor, Tile, Cluster, Schedule, Fusion>::Adapter;
+    typename Gemm<RowMajor, ColumnMajor, RowMajor, Tile, Cluster, Schedule, Fusion>::Adapter;
 template <class Tile, class Cluster, class Schedule, class Fusion>
 using BackwardGemm =
-    typename Gemm<cutlass::layout::RowMajor, Tile, Cluster, Schedule, Fusion>::Adapter;
+    typename Gemm<RowMajor, RowMajor, RowMajor, Tile, Cluster, Schedule, Fusion>::Adapter;
+template <class Tile, class Cluster, class Schedule, class Fusion>
+using TransposedBackwardGemm =
+    typename Gemm<ColumnMajor, ColumnMajor, ColumnMajor, Tile, Cluster, Schedule, Fusion>::Adapter;
 
 }  // namespace railyard::bench::sm90
