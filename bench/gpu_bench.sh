@@ -260,9 +260,10 @@ stage_gemm() {
 }
 if has gemm; then stage_gemm; fi
 
-# The MLP's GELU products as CUTLASS sm_90a kernels with the GELU fused, beside cuBLASLt's
-# GELU_AUX_BIAS / DGELU and the plain products (issue 12, bench/cutlass_gelu_bench.cu): median
-# time, relative difference to float64 on sampled rows, same bits on a second launch. The table
+# The MLP's GELU products as CUTLASS sm_90a kernels with the GELU fused (and the backward once
+# more with the fc bias gradient fused), beside cuBLASLt's GELU_AUX_BIAS / DGELU (+ bias_grad)
+# and the plain products (issue 12, bench/cutlass_gelu_bench.cu): median time, relative
+# difference to float64 on sampled rows, same bits on a second launch. The table
 # to cutlass.log, JSON to cutlass-gelu.json (also bench/results/). Needs CUTLASS's headers: the
 # nvidia-cutlass wheel in .whl/ (docs/gpu.md).
 stage_cutlass() {
