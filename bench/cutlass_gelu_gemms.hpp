@@ -39,7 +39,7 @@ struct GeluGemmOperands {
 };
 
 // One product's kernel, set up for fixed operands (workspace and TMA descriptors made once), so
-// that run() costs only the launch.
+// that run() costs only the launch (with the bias gradient, also the zeroing of its counters).
 class GeluGemmLaunch {
  public:
   virtual ~GeluGemmLaunch() = default;
