@@ -48,8 +48,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: cutlass_gelu_bench [--warmup 5 --reps 30] [--json FILE]\n"
     "Times the MLP's GELU products (fc forward with bias + GELU + saved input, fc2 backward\n"
-    "input times GELU') as CUTLASS sm_90a kernels beside cuBLASLt's GELU_AUX_BIAS / DGELU and\n"
-    "the plain products; checks each against float64 on sampled rows and for the same bits.\n";
+    "input times GELU', also with the bias gradient fused) as CUTLASS sm_90a kernels beside\n"
+    "cuBLASLt's GELU_AUX_BIAS / DGELU (+ bias_grad kernel) and the plain products; checks each\n"
+    "against float64 on sampled rows and for the same bits.\n";
 
 // GPT-2 124M at micro-batch 16, sequence 1024.
 constexpr int kTokens = 16 * 1024, kC = 768, kH = 4 * kC;
