@@ -80,8 +80,6 @@ std::vector<AdamWVariant> adamw_variants() {
        streaming<1, true, false>},
       {"vec4_stream_wave", "as vec4_stream, one wave of resident blocks, grid-stride",
        streaming<1, true, true>},
-      {"vec4x2_stream_wave", "as vec4_stream_wave, 2 quads in flight per thread",
-       streaming<2, true, true>},
       {"engine", "railyard::cuda::adamw_update as built", engine},
   };
 }

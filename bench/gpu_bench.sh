@@ -341,19 +341,26 @@ stage_gemmsurvey() {
 }
 if has gemmsurvey; then stage_gemmsurvey; fi
 
+# A kernel bench of the --warmup/--reps/--json kind (bench/bench_args.hpp): builds target $1,
+# runs it, its table to $2.log and its JSON to $2.json, stamped into bench/results/.
+kernel_bench() {
+  local target=$1 out=$2
+  ninja -C "$BUILD" -j16 "$target" > "$W/build-$target.log" 2>&1 \
+    || { grep -E "error|FAILED" "$W/build-$target.log" | head -30; return 1; }
+  rm -f "$W/$out.json"
+  timeout 200 "$BUILD/bench/$target" --warmup 5 --reps 50 --json "$W/$out.json" 2>&1 \
+    | tee "$W/$out.log"
+  [ -s "$W/$out.json" ] && stamp_result "$out.json"
+  return 0
+}
+
 # The optimizer's update alone (issue 12, bench/adamw_bench.cpp): the engine's first AdamW kernel,
 # other memory-access shapes and the engine's kernel as built, on GPT-2 124M's state; median
 # time, memory rate, and every variant's bits against the first kernel's (a difference fails).
 # The table to adamw.log, JSON to adamw.json.
 stage_adamw() {
   log "adamw: adamw_bench (124.5M parameters, bf16 copy)"
-  ninja -C "$BUILD" -j16 adamw_bench > "$W/build-adamw.log" 2>&1 \
-    || { grep -E "error|FAILED" "$W/build-adamw.log" | head -30; return 1; }
-  rm -f "$W/adamw.json"
-  timeout 200 "$BUILD/bench/adamw_bench" --warmup 5 --reps 50 --json "$W/adamw.json" 2>&1 \
-    | tee "$W/adamw.log"
-  [ -s "$W/adamw.json" ] && stamp_result adamw.json
-  return 0
+  kernel_bench adamw_bench adamw
 }
 if has adamw; then stage_adamw; fi
 
@@ -391,13 +398,7 @@ if has timeline; then stage_timeline; fi
 # layernorm-bench.log, JSON to layernorm-bench.json.
 stage_lnbench() {
   log "lnbench: layernorm_bench (LayerNorm 16384 x 768, embedding 16 x 1024, bf16)"
-  ninja -C "$BUILD" -j16 layernorm_bench > "$W/build-lnbench.log" 2>&1 \
-    || { grep -E "error|FAILED" "$W/build-lnbench.log" | head -30; return 1; }
-  rm -f "$W/layernorm-bench.json"
-  timeout 200 "$BUILD/bench/layernorm_bench" --warmup 5 --reps 50 --json "$W/layernorm-bench.json" \
-    2>&1 | tee "$W/layernorm-bench.log"
-  [ -s "$W/layernorm-bench.json" ] && stamp_result layernorm-bench.json
-  return 0
+  kernel_bench layernorm_bench layernorm-bench
 }
 if has lnbench; then stage_lnbench; fi
 

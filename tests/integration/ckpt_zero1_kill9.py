@@ -10,7 +10,7 @@ import sys
 import time
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0] + "/lib")
-from train_common import BUILD, check, fresh_tmp, mpirun  # noqa
+from train_common import BUILD, check, fresh_tmp, mpirun, rank_pids  # noqa
 
 BENCH = BUILD / "bench" / "checkpoint_bench"
 if not BENCH.exists():
@@ -33,8 +33,17 @@ if not part.exists():
     os.killpg(run.pid, signal.SIGKILL)
     check(False, f"no part of the second save appeared; output:\n{run.communicate()[0]}")
 check((ckpt / "ckpt-00000001.h5").exists(), "the first save is not complete before the second")
-os.killpg(run.pid, signal.SIGKILL)  # mpirun and both ranks, mid-write
+# Both ranks and mpirun, mid-write. Open MPI puts each rank in a process group of its own, so
+# killing mpirun's group alone leaves the ranks writing on.
+ranks = rank_pids(run.pid)
+check(len(ranks) == 2, f"expected 2 ranks under mpirun, found {ranks}")
+for pid in ranks.values():
+    os.kill(pid, signal.SIGKILL)
+os.killpg(run.pid, signal.SIGKILL)
 run.wait()
+deadline = time.time() + 30
+while any(os.path.exists(f"/proc/{pid}") for pid in ranks.values()) and time.time() < deadline:
+    time.sleep(0.02)
 left = sorted(p.name for p in ckpt.iterdir())
 print("left after kill -9:", left)
 check("ckpt-00000002.h5" not in left, f"the killed save became a checkpoint: {left}")

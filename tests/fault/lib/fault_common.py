@@ -32,6 +32,10 @@ for exe in (TRAIN, DATA, CKPT):
         print(f"skip: {exe} not built", file=sys.stderr)
         sys.exit(77)
 
+# The integration tests' helpers, shared: where mpirun's ranks are.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "integration" / "lib"))
+from train_common import rank_pids  # noqa: E402,F401
+
 SEED = int(os.environ.get("RAILYARD_FAULT_SEED", str(int(time.time()))))
 rng = random.Random(SEED)
 print(f"random seed {SEED} (set RAILYARD_FAULT_SEED to repeat)", flush=True)
@@ -222,26 +226,6 @@ def sbatch(env, args, script):
 
 def scancel(env, *args):
     subprocess.run(["scancel", *map(str, args)], env=env, check=False)
-
-
-def rank_pids(launcher_pid):
-    """{rank: pid} of the railyard-train processes started by mpirun `launcher_pid`."""
-    out = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            if ppid != launcher_pid:
-                continue
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                env = dict(kv.split(b"=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
-            if b"OMPI_COMM_WORLD_RANK" in env:
-                out[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(pid)
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
 
 
 def temp_files(d):

@@ -35,6 +35,26 @@ def mpirun(ranks):
     return ["mpirun", "-n", str(ranks), "--oversubscribe"] if ranks > 1 else []
 
 
+def rank_pids(launcher_pid):
+    """{rank: pid} of the railyard-train processes started by mpirun `launcher_pid`."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            if ppid != launcher_pid:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = dict(kv.split(b"=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
+            if b"OMPI_COMM_WORLD_RANK" in env:
+                out[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def train(args, ranks=1, expect=0, log=None, timeout=300):
     """Runs railyard-train; returns (stdout, stderr, records of the JSON log)."""
     cmd = mpirun(ranks) + [str(TRAIN), *map(str, args)]
