@@ -1,7 +1,7 @@
 // The backward into the MLP's GELU (fc2's input gradient times GELU' of the forward's value
 // before GELU, read as a second input in the epilogue) as CUTLASS Hopper GEMMs
 // (cutlass_gelu_gemms.hpp): the configurations the bench compares with cuBLASLt's DGELU.
-#include "cutlass_sm90_gemm.cuh"
+#include "cutlass_sm90_launch.cuh"
 
 namespace railyard::bench {
 

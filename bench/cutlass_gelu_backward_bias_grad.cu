@@ -2,7 +2,7 @@
 // fused: CUTLASS's per-row reduction of the epilogue, which keeps a partial per tile and lets the
 // last CTA of a row of tiles add them in tile order (cutlass_gelu_gemms.hpp), so the sum has
 // the same bits every launch. Compared with cuBLASLt's DGELU followed by runtime/cuda's bias_grad.
-#include "cutlass_sm90_gemm.cuh"
+#include "cutlass_sm90_launch.cuh"
 
 namespace railyard::bench {
 

@@ -3,7 +3,7 @@
 // against, in the configuration the fused ones start from.
 #include <cutlass/version.h>
 
-#include "cutlass_sm90_gemm.cuh"
+#include "cutlass_sm90_launch.cuh"
 
 namespace railyard::bench {
 
