@@ -62,8 +62,9 @@ if ls .whl/nvidia_cudnn_frontend-*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/nvidia_cudnn_frontend-*.whl && FE_INCLUDE=/tmp/site/include
 fi
-# CUTLASS's headers (the cutlass stage only): the nvidia-cutlass wheel carried in .whl/ (its
-# Python dependencies are not needed: --no-deps), else pip's; without either the bench is not built.
+# CUTLASS's headers (the engine's bf16 fc forward on sm_90, and the cutlass stage): the
+# nvidia-cutlass wheel carried in .whl/ (its Python dependencies are not needed: --no-deps), else
+# pip's; without either the engine uses cuBLASLt's GELU epilogue and the bench is not built.
 CUTLASS_INCLUDE=""
 if ls .whl/nvidia_cutlass-*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -85,6 +86,7 @@ if has build; then
   has gemmsurvey && extra="$extra gemm_step_survey"
   # CUTLASS's kernels are the longest units: they compile beside the rest.
   has cutlass && grep -q "CUTLASS GELU bench: ON" "$W/cmake.log" && extra="$extra cutlass_gelu_bench"
+  grep -q "CUTLASS fc forward: ON" "$W/cmake.log" && extra="$extra gpu_cutlass_check"
   ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check $extra \
     > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
   log build done
@@ -93,6 +95,10 @@ fi
 if has check; then
   log check: kernels
   timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$W/checks.log"
+  if [ -x "$BUILD/tests/gpu/gpu_cutlass_check" ]; then
+    log check: the CUTLASS fc forward
+    timeout 300 "$BUILD/tests/gpu/gpu_cutlass_check" 2>&1 | tee -a "$W/checks.log"
+  fi
   log check: model
   timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee -a "$W/checks.log"
   log check: railyard-train twice and stopped + resumed, small model

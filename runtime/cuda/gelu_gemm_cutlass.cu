@@ -121,8 +121,9 @@ void CutlassGeluForward::run(bf16* y, bf16* pre, const bf16* x, int ldx, const b
   } else {
     sm90::check(gemm.update(args), kName, "update");
   }
-  sm90::check(gemm.run(stream), kName, "run");
-  RY_CUDA_LAUNCHED();
+  // run() asks cudaGetLastError after the launch itself (and so clears it): a failed launch is
+  // its kErrorInternal.
+  sm90::check(gemm.run(stream), kName, "run (the kernel launch)");
 }
 
 }  // namespace railyard::cuda

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
-#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
