@@ -97,6 +97,7 @@ void check_same_bits(Report& r, const std::string& what, Operands& op,
   RY_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   op.y.poison();
   op.pre.poison();
+  RY_CUDA(cudaDeviceSynchronize());  // the poison (legacy stream) before s, which does not wait
   RY_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   k.run(op.y.ptr(), op.pre.ptr(), op.x.ptr(), op.sh.ldx, op.w.ptr(), op.b.ptr(), op.sh.n, op.sh.i,
         op.sh.o, s);
@@ -105,6 +106,7 @@ void check_same_bits(Report& r, const std::string& what, Operands& op,
   RY_CUDA(cudaGraphLaunch(exec, s));
   RY_CUDA(cudaStreamSynchronize(s));
   r.same_bits(what + " Y from a CUDA graph", op.y.download(), y1);
+  r.same_bits(what + " value before GELU from a graph", op.pre.download(), pre1);
   RY_CUDA(cudaGraphExecDestroy(exec));
   RY_CUDA(cudaGraphDestroy(graph));
   RY_CUDA(cudaStreamDestroy(s));
