@@ -22,7 +22,9 @@ void require(bool ok, const std::string& what) {
 }
 
 // TMA reads and writes whole 16-byte units: every base address and row stride must be on one.
+// The epilogue reads the bias and writes pre unconditionally: none may be missing.
 void require_aligned(const void* p, const char* operand) {
+  require(p != nullptr, std::string(operand) + " is null: this kernel needs every operand");
   require(reinterpret_cast<uintptr_t>(p) % 16 == 0,
           std::string(operand) +
               " is not on a 16-byte boundary (TMA's rule): allocate or offset it "

@@ -145,6 +145,9 @@ void check_refusals(Report& r, std::mt19937_64& rng, cuda::CutlassGeluForward& k
   check_refused(r, k, "X's row stride not on 16 bytes", run(100, 96, 128, 0));
   check_refused(r, k, "X's row stride below I", run(88, 96, 128, 0));
   check_refused(r, k, "X not on 16 bytes", run(104, 96, 128, 1));
+  check_refused(r, k, "no bias", [&op](cuda::CutlassGeluForward& kk) {
+    kk.run(op.y.ptr(), op.pre.ptr(), op.x.ptr(), 104, op.w.ptr(), nullptr, 64, 96, 128, nullptr);
+  });
 }
 
 }  // namespace
