@@ -138,13 +138,13 @@ template <typename T, int P, bool kSum>
 struct RegisterShape {
   static constexpr int kN = Pack<T>::kN, kH = kN / 4, kE = P * kN, kParts = backward_parts(kSum);
   static_assert(kN % 4 == 0, "a pack holds whole float4 groups");
-  // Eight warps of up to 255 registers each (one block per multiprocessor): at bf16 C = 768
-  // ptxas uses 253 for the sums, two rows of loads and the converted values it keeps for the
-  // second half of a row (ptxas -v; twelve warps of 168 spill). Where the sums and two rows'
-  // packs pass 150 registers (bf16 over 768 columns) a warp holds one row: its loads are issued
-  // when the previous row is done.
-  static constexpr int kWarps = 8;
-  static constexpr bool kPrefetch = kParts * kE + 2 * 3 * P * 4 <= 150;
+  // Registers per thread (about): the column sums, `rows` rows of loads as 32-bit words, 40
+  // for the rest (ptxas -v agrees within 10 at every instantiation). Each quarter of a
+  // multiprocessor has 16K registers: twelve warps (three a quarter) get 168 each, eight get
+  // 255. A warp loads its next row before it computes the current one where two rows fit.
+  static constexpr int regs(int rows) { return kParts * kE + rows * 3 * P * 4 + 40; }
+  static constexpr bool kPrefetch = regs(2) <= 240;
+  static constexpr int kWarps = regs(kPrefetch ? 2 : 1) <= 168 ? 12 : 8;
   // Shared memory: w as fp32 [P][kH][32 lanes] float4, then the sums [kWarps][part][kE / 4][32]
   // float4 (a lane's 4 adjacent sums as one float4, a warp's 32 of them consecutive: no bank
   // conflict).
@@ -160,21 +160,26 @@ int register_blocks(int N, int warps) {
   return std::min(kRegisterBlocks, (N + warps - 1) / warps);
 }
 
-// 16 bytes read once: marked evict-first, so that L2 keeps what the next kernels read (dx).
-template <typename T>
-__device__ __forceinline__ Pack<T> load_pack_once(const T* p) {
-  const int4 v = __ldcs(reinterpret_cast<const int4*>(p));
-  Pack<T> out;
-  *reinterpret_cast<int4*>(&out) = v;
-  return out;
-}
-
-// A row's loads: a lane's packs of dy, x and the old dx, and the row's statistics.
+// A row's loads as loaded: a lane's packs of dy, x and the old dx as raw 32-bit words, and the
+// row's statistics. Raw, because a Pack of bf16 is split into one register per element where
+// it is loaded, twice the registers of the words; each element is widened where it is used.
 template <typename T, int P>
 struct RowLoads {
-  Pack<T> dy[P], x[P], dx[P];
+  uint4 dy[P], x[P], dx[P];
   float mean, rstd;
 };
+
+// Element k of a pack's words as fp32: bf16 is the high half of an fp32, so widening is a
+// shift or a mask (exactly __bfloat162float).
+template <typename T>
+__device__ __forceinline__ float element(const uint4& p, int k) {
+  const unsigned* w = &p.x;
+  if constexpr (sizeof(T) == 2) {
+    return __uint_as_float(k % 2 == 0 ? w[k / 2] << 16 : w[k / 2] & 0xffff0000u);
+  } else {
+    return __uint_as_float(w[k]);
+  }
+}
 
 template <typename T, int P>
 __device__ __forceinline__ void load_row(RowLoads<T, P>& b, const T* dy, const T* x, const T* dx,
@@ -186,13 +191,28 @@ __device__ __forceinline__ void load_row(RowLoads<T, P>& b, const T* dy, const T
     const int q = lane + 32 * i;
     if (q < C / kN) {
       const size_t at = size_t(row) * C + size_t(q) * kN;
-      b.dy[i] = load_pack_once(dy + at);
-      b.x[i] = load_pack_once(x + at);
-      if (accumulate) b.dx[i] = load_pack(dx + at);
+      // Read once: marked evict-first, so that L2 keeps what the next kernels read (dx).
+      b.dy[i] = __ldcs(reinterpret_cast<const uint4*>(dy + at));
+      b.x[i] = __ldcs(reinterpret_cast<const uint4*>(x + at));
+      if (accumulate) b.dx[i] = *reinterpret_cast<const uint4*>(dx + at);
     }
   }
   b.mean = mean[row];
   b.rstd = rstd[row];
+}
+
+// The row after the next on its way to L2 (no registers): its loads, issued a row later, then
+// wait for L2, not device memory. One lane per 128-byte line of each row.
+template <typename T>
+__device__ __forceinline__ void prefetch_row_l2(const T* dy, const T* x, const T* dx, int row,
+                                                int C, int lane, bool accumulate) {
+  const int bytes = C * int(sizeof(T));
+  for (int at = lane * 128; at < bytes; at += 32 * 128) {
+    const size_t off = size_t(row) * bytes + at;
+    prefetch_l2(reinterpret_cast<const char*>(dy) + off);
+    prefetch_l2(reinterpret_cast<const char*>(x) + off);
+    if (accumulate) prefetch_l2(reinterpret_cast<const char*>(dx) + off);
+  }
 }
 
 // One row: the two row sums (warp shuffles), dx stored, the lane's column sums added to.
@@ -214,7 +234,8 @@ __device__ __forceinline__ void backward_row(
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int k = h * 4 + j;
-        const float d = to_f(b.dy[i].v[k]), xh = (to_f(b.x[i].v[k]) - m) * r, g = d * wf[j];
+        const float d = element<T>(b.dy[i], k), xh = (element<T>(b.x[i], k) - m) * r;
+        const float g = d * wf[j];
         s1 += g;
         s2 += g * xh;
         acc[0][i * kN + k] += d * xh;
@@ -236,9 +257,9 @@ __device__ __forceinline__ void backward_row(
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int k = h * 4 + j;
-        const float d = to_f(b.dy[i].v[k]), xh = (to_f(b.x[i].v[k]) - m) * r;
+        const float d = element<T>(b.dy[i], k), xh = (element<T>(b.x[i], k) - m) * r;
         const float g = r * (d * wf[j] - s1 - xh * s2);
-        out.v[k] = from_f<T>(accumulate ? to_f(b.dx[i].v[k]) + g : g);
+        out.v[k] = from_f<T>(accumulate ? element<T>(b.dx[i], k) + g : g);
         if (kSum) acc[2][i * kN + k] += to_f(out.v[k]);  // the value stored, as a bias reads it
       }
     }
@@ -322,11 +343,13 @@ __global__ void __launch_bounds__(RegisterShape<T, P, kSum>::kWarps * 32, 1)
   if (S::kPrefetch && row < end) load_row(a, dy, x, dx, mean, rstd, row, C, lane, accumulate);
   for (; S::kPrefetch && row < end; row += 2 * kWarps) {
     if (row + kWarps < end) load_row(b, dy, x, dx, mean, rstd, row + kWarps, C, lane, accumulate);
+    if (row + 2 * kWarps < end) prefetch_row_l2(dy, x, dx, row + 2 * kWarps, C, lane, accumulate);
     backward_row<T, P, kSum>(a, dx + size_t(row) * C, w4, C, lane, accumulate, acc);
     if (row + kWarps >= end) break;
     if (row + 2 * kWarps < end) {
       load_row(a, dy, x, dx, mean, rstd, row + 2 * kWarps, C, lane, accumulate);
     }
+    if (row + 3 * kWarps < end) prefetch_row_l2(dy, x, dx, row + 3 * kWarps, C, lane, accumulate);
     backward_row<T, P, kSum>(b, dx + size_t(row + kWarps) * C, w4, C, lane, accumulate, acc);
   }
   write_register_partials<T, P, kSum>(partials, shared4 + S::kW4, C, acc);
