@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -260,7 +261,7 @@ __device__ __forceinline__ void backward_row(
         const float d = element<T>(b.dy[i], k), xh = (element<T>(b.x[i], k) - m) * r;
         const float g = r * (d * wf[j] - s1 - xh * s2);
         out.v[k] = from_f<T>(accumulate ? element<T>(b.dx[i], k) + g : g);
-        if (kSum) acc[2][i * kN + k] += to_f(out.v[k]);  // the value stored, as a bias reads it
+        if constexpr (kSum) acc[2][i * kN + k] += to_f(out.v[k]);  // as stored, as a bias reads
       }
     }
     store_pack(dxr + size_t(q) * kN, out);
