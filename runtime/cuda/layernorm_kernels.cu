@@ -139,13 +139,13 @@ template <typename T, int P, bool kSum>
 struct RegisterShape {
   static constexpr int kN = Pack<T>::kN, kH = kN / 4, kE = P * kN, kParts = backward_parts(kSum);
   static_assert(kN % 4 == 0, "a pack holds whole float4 groups");
-  // Registers per thread (about): the column sums, `rows` rows of loads as 32-bit words, 40
-  // for the rest (ptxas -v agrees within 10 at every instantiation). Each quarter of a
-  // multiprocessor has 16K registers: twelve warps (three a quarter) get 168 each, eight get
-  // 255. A warp loads its next row before it computes the current one where two rows fit.
-  static constexpr int regs(int rows) { return kParts * kE + rows * 3 * P * 4 + 40; }
-  static constexpr bool kPrefetch = regs(2) <= 240;
-  static constexpr int kWarps = regs(kPrefetch ? 2 : 1) <= 168 ? 12 : 8;
+  // Registers per thread (about): the column sums, two rows of loads as 32-bit words, 40 for
+  // the rest (ptxas -v agrees within 10 at every instantiation, 232 at most: bf16, 4 packs,
+  // three sums). Each quarter of a multiprocessor has 16K registers: twelve warps (three a
+  // quarter) get 168 each, eight get 255.
+  static constexpr int kRegs = kParts * kE + 2 * 3 * P * 4 + 40;
+  static_assert(kRegs <= 240, "two rows of loads and the sums fit a thread's 255 registers");
+  static constexpr int kWarps = kRegs <= 168 ? 12 : 8;
   // Shared memory: w as fp32 [P][kH][32 lanes] float4, then the sums [kWarps][part][kE / 4][32]
   // float4 (a lane's 4 adjacent sums as one float4, a warp's 32 of them consecutive: no bank
   // conflict).
@@ -333,16 +333,10 @@ __global__ void __launch_bounds__(RegisterShape<T, P, kSum>::kWarps * 32, 1)
   const int lane = threadIdx.x % 32;
   const int end = int(int64_t(blockIdx.x + 1) * N / gridDim.x);
   int row = int(int64_t(blockIdx.x) * N / gridDim.x) + threadIdx.x / 32;
-  RowLoads<T, P> a, b;
-  if (!S::kPrefetch) {
-    for (; row < end; row += kWarps) {
-      load_row(a, dy, x, dx, mean, rstd, row, C, lane, accumulate);
-      backward_row<T, P, kSum>(a, dx + size_t(row) * C, w4, C, lane, accumulate, acc);
-    }
-  }
   // Two row buffers, unrolled by two so that neither is ever copied.
-  if (S::kPrefetch && row < end) load_row(a, dy, x, dx, mean, rstd, row, C, lane, accumulate);
-  for (; S::kPrefetch && row < end; row += 2 * kWarps) {
+  RowLoads<T, P> a, b;
+  if (row < end) load_row(a, dy, x, dx, mean, rstd, row, C, lane, accumulate);
+  for (; row < end; row += 2 * kWarps) {
     if (row + kWarps < end) load_row(b, dy, x, dx, mean, rstd, row + kWarps, C, lane, accumulate);
     if (row + 2 * kWarps < end) prefetch_row_l2(dy, x, dx, row + 2 * kWarps, C, lane, accumulate);
     backward_row<T, P, kSum>(a, dx + size_t(row) * C, w4, C, lane, accumulate, acc);

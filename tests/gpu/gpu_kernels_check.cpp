@@ -190,8 +190,8 @@ std::vector<double> add_column_sums(std::vector<double> ref, const std::vector<d
 }
 
 // layernorm_backward's optional column sums of dx (the bias gradient of the projection whose
-// output gradient dx is), at rows x C: C of one to three packs per lane or wide rows, a
-// multiple of 256 or not, rows enough that the blocks stride (each warp sums several rows).
+// output gradient dx is), at rows x C: C of one to four packs per lane or wide rows, a
+// multiple of 256 or not, rows from fewer than a block has warps to several per warp.
 template <typename T>
 void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C) {
   const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm";
@@ -639,9 +639,15 @@ template <typename T>
 void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
   check_linear<T>(r, rng, mm, s);
   check_layernorm<T>(r, rng, s);
-  check_layernorm_column_sums<T>(r, rng, s, N, C);                // C = 192: one or two packs
-  check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768);  // GPT-2's, 396 blocks stride
-  check_layernorm_column_sums<T>(r, rng, s, N, 1280);             // bf16 wide rows (fp32 from 768)
+  check_layernorm_column_sums<T>(r, rng, s, N, C);  // C = 192: one or two packs per lane
+  // GPT-2's: 132 blocks of 48 or 49 rows, 6 or 7 rows per warp (bf16; fp32 wide rows).
+  check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768);
+  // Four packs per lane (fp32; bf16 two), eight warps a block.
+  check_layernorm_column_sums<T>(r, rng, s, N, 512);
+  // bf16 four packs per lane, the last on 29 of 32 lanes (fp32 wide rows); blocks of 7 or 8
+  // rows: a warp without a row.
+  check_layernorm_column_sums<T>(r, rng, s, 37, 1000);
+  check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
   check_gelu<T>(r, rng, s);
