@@ -20,9 +20,9 @@ constexpr int kWarps = 8;  // rows per block of the forward and wide-row backwar
 // the second pass sums.
 constexpr int kMaxBackwardBlocks = 396;
 
-// Above 48 KiB of dynamic shared memory a kernel must opt in (the register kernel's sums at
-// C = 768, wide rows). The carveout is asked to favour shared memory: the kernels read only w
-// (a few KiB) more than once, and that from shared memory or L1.
+// Above 48 KiB of dynamic shared memory a kernel must opt in (the wide-row kernel: C floats per
+// warp and sum, 80 KiB at C = 1280 without the third). The carveout is asked to favour shared
+// memory, so that as many of its blocks as fit stay resident.
 template <typename Kernel>
 void allow_shared_memory(Kernel kernel, size_t bytes) {
   if (bytes > 48 * 1024) {
@@ -31,6 +31,26 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
     RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared));
   }
+}
+
+// Shared memory for one resident block of `bytes` and no more: the rest of a multiprocessor's
+// 256 KB stays L1, which also stages the data of global loads in flight. (All 228 KB as shared
+// memory would leave 28 KB of L1, less than the register kernel's loads in flight, a row per
+// warp: 37 KB at C = 768 bf16.) The carveout is a percentage of the most shared memory a
+// multiprocessor has; the system reserves some per block.
+template <typename Kernel>
+void fit_shared_memory(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024) {
+    RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)));
+  }
+  int device = 0, per_sm = 0, reserved = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  RY_CUDA(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  const size_t need = bytes + size_t(reserved), total = size_t(per_sm);
+  const int percent = int(std::min<size_t>(100, (need * 100 + total - 1) / total));
+  RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
 }
 
 // Per-column sums the backward pass keeps: dw and db, and with the column sums of dx (kSum) a
@@ -465,7 +485,7 @@ int launch_register_backward(T* dx, float* partials, const T* dy, const T* x, co
                              cudaStream_t stream) {
   using S = RegisterShape<T, P, kSum>;
   auto kernel = layernorm_backward_register_kernel<T, P, kSum>;
-  allow_shared_memory(kernel, S::kSharedBytes);
+  fit_shared_memory(kernel, S::kSharedBytes);
   const int blocks = register_blocks(N, S::kWarps);
   kernel<<<blocks, S::kWarps * 32, S::kSharedBytes, stream>>>(dx, partials, dy, x, w, mean, rstd, N,
                                                               C, accumulate);
