@@ -132,13 +132,19 @@ def step_figures(acts, api, top):
     gaps_before = collections.Counter()
     for s, e, _, after in holes:
         gaps_before[phase(after)] += e - s
+    kernels = collections.defaultdict(lambda: [0, 0])  # name -> [launches, ns]
+    for s, e, name, _ in acts:
+        kernels[name][0] += 1
+        kernels[name][1] += e - s
     return {"activities": sum(1 for a in acts if a[3] != "mark"),
             "kernels": sum(1 for a in acts if a[3] == "kernel"),
             "wall_ms": ms(wall), "busy_ms": ms(busy), "idle_ms": ms(wall - busy),
             "overlap_ms": ms(sum(a[1] - a[0] for a in acts) - busy),
             "gaps": gap_stats(holes), "largest_gaps": largest_gaps(holes, api, top),
             "phases_ms": {p: ms(ns) for p, ns in phases.most_common()},
-            "gap_us_before_phase": {p: us(ns) for p, ns in gaps_before.most_common()}}
+            "gap_us_before_phase": {p: us(ns) for p, ns in gaps_before.most_common()},
+            "kernels_by_time": [{"name": n, "phase": phase(n), "launches": c, "total_us": us(ns)}
+                                for n, (c, ns) in sorted(kernels.items(), key=lambda k: (-k[1][1], k[0]))]}
 
 
 def host_step_ms(path, skip):
@@ -159,7 +165,8 @@ def analyse(dev, api, skip, top):
     all_holes = [h for acts in steps[skip:] for h in busy_and_holes(acts)[1]]
     return {"steps": len(per_step), "skipped": skip, "median_step": med,
             "gaps_all_steps": gap_stats(all_holes),
-            "per_step": [{k: v for k, v in s.items() if k != "largest_gaps"} for s in per_step]}
+            "per_step": [{k: v for k, v in s.items() if k not in ("largest_gaps", "kernels_by_time")}
+                         for s in per_step]}
 
 
 def print_table(out):
@@ -184,6 +191,9 @@ def print_table(out):
         calls = ", ".join(f"{n} x{c}" for n, c in gap["runtime_calls"].items()) or "none"
         print(f"  {gap['us']:8.1f}  {gap['after_kernel'][:50]} -> {gap['before_kernel'][:50]}"
               f"  [{calls}]")
+    print("every kernel of the median step, by busy time (us, launches, phase):")
+    for k in m["kernels_by_time"]:
+        print(f"  {k['total_us']:9.1f} {k['launches']:4d}  {k['phase']:11s} {k['name'][:90]}")
     print("per step: wall / busy / idle ms: " + "; ".join(
         f"{s['wall_ms']:.2f}/{s['busy_ms']:.2f}/{s['idle_ms']:.2f}" for s in out["per_step"]))
 

@@ -104,6 +104,17 @@ class StepTimeline(unittest.TestCase):
         self.assertEqual(m["gap_us_before_phase"], {"other": 1.2, "embedding": 0.5,
                                                     "layernorm": 0.3, "optimizer": 0.1})
 
+    def test_every_kernel_is_listed_by_busy_time(self):
+        m = self.analyse(timeline())["median_step"]
+        ks = m["kernels_by_time"]
+        self.assertEqual([k["name"] for k in ks[:2]],
+                         ["nvjet_tst_128x160", "void adamw_kernel<bf16>(float*)"])
+        self.assertEqual(ks[0], {"name": "nvjet_tst_128x160", "phase": "matmul", "launches": 1,
+                                 "total_us": 2.5})
+        self.assertEqual(len(ks), 7)
+        self.assertAlmostEqual(sum(k["total_us"] for k in ks), 9.2)  # overlaps counted twice
+        self.assertNotIn("kernels_by_time", self.analyse(timeline())["per_step"][0])
+
     def test_warm_up_steps_are_left_out_and_the_median_step_is_by_wall(self):
         doc = timeline(steps=4)
         for r in doc["records"]:  # the second step's final AdamW starts 0.3 us late
