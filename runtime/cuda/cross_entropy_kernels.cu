@@ -156,6 +156,8 @@ __global__ void __launch_bounds__(kStagedThreads, 1)
       }
     }
   }
+#else
+  __trap();  // not reached: staged_launch gives 0 buffers below sm_90
 #endif
 }
 
@@ -190,7 +192,9 @@ StagedLaunch staged_launch(size_t row_bytes) {
   // The limit is the kernel's, not the launch's: raised to all the device allows, so that a
   // launch for any row size seen before still may use its shared memory.
   const size_t fits = size_t(optin) - fa.sharedSizeBytes;
-  int buffers = fa.binaryVersion >= 90 ? kMaxBuffers : 0;
+  // Both the code's target (PTX) and the binary the device runs must be sm_90 or later: built
+  // for an older target, the kernel is empty (staged_rows 0, never launched).
+  int buffers = fa.ptxVersion >= 90 && fa.binaryVersion >= 90 ? kMaxBuffers : 0;
   while (buffers > 0 && buffers * row_bytes > fits) --buffers;
   if (buffers > 0) {
     RY_CUDA(cudaFuncSetAttribute(cross_entropy_staged_kernel<T>,
