@@ -679,7 +679,7 @@ void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm
   auto hx = x.upload(random_vec(rng, x.n));
   cuda::set_ones_column(x.ptr(), PN, PI, ld, s);
   auto hdy = dy.upload(random_vec(rng, dy.n));
-  std::vector<double> rdb(PO, 0.0), rdw, out_rows;
+  std::vector<double> rdb(PO, 0.0), rdw;
   for (int n = 0; n < PN; ++n) {
     for (int o = 0; o < PO; ++o) rdb[o] += hdy[size_t(n) * PO + o];
   }
