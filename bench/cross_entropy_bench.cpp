@@ -1,22 +1,32 @@
 // The LM head's loss kernel alone (runtime/cuda/cross_entropy_kernels.cu, bench/NOTES.md issue
-// 12): cross_entropy_forward_backward with the gradient on one chunk of the head's logits, by
-// default GPT-2's (4096 rows of 50304 bf16 columns, 50257 real), timed with cudaEvents. Prints the
-// path it took (staged in shared memory or read twice), median and minimum microseconds over
-// the repetitions and the device-memory rate of one read and one write of the logits.
+// 12): cross_entropy_forward_backward with the gradient on one chunk of the head's logits, GPT-2's
+// (4096 rows of 50304 bf16 columns, 50257 real), beside the kernel it replaced
+// (cross_entropy_reference.cu), timed with cudaEvents in the same run. Prints per kernel the
+// median and minimum microseconds and the device-memory rate of one read and one write of the
+// logits; whether the engine's kernel gives the same bits twice; how far its losses and gradients
+// are from the old kernel's; and both kernels' errors against float64 on a sample of rows.
 //
-//   cross_entropy_bench [ROWS VOCAB PADDED]
+//   cross_entropy_bench [--warmup 5] [--reps 30] [--json FILE]
 //
-// Each timed call starts from the same logits (copied back in, outside the timed span).
+// Each timed call starts from the same logits (copied back in, outside the timed span). Exits 1
+// where the engine's kernel does not repeat its bits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "cross_entropy_kernels.hpp"
+#include "cross_entropy_reference.hpp"
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "dtype.hpp"
@@ -24,76 +34,176 @@
 
 using railyard::cuda::bf16;
 using railyard::cuda::DeviceBuffer;
+using json = nlohmann::json;
 
 namespace {
 
-constexpr int kWarmup = 5, kReps = 50;
-
-int argument(int argc, char** argv, int i, int fallback) {
-  if (argc == 1) return fallback;
-  if (argc != 4) throw std::invalid_argument("usage: cross_entropy_bench [ROWS VOCAB PADDED]");
-  const std::string a = argv[i];
-  size_t used = 0;
-  const int v = std::stoi(a, &used);
-  if (used != a.size() || v <= 0) throw std::invalid_argument(a + ": expected a positive integer");
-  return v;
-}
+constexpr int kRows = 4096, kVocab = 50257, kPadded = 50304;
+constexpr int kSampleEvery = 64;  // rows checked against float64: 64 of 4096
+constexpr float kDscale = 1.0f / kRows;
+constexpr const char* kUsage =
+    "usage: cross_entropy_bench [--warmup 5] [--reps 30] [--json FILE]\n";
 
 // Logits about N(0, 3) from SplitMix64 (a sum of four uniforms), targets uniform over the real
 // vocabulary with every 17th position ignored, as the GPU check does.
-void fill(std::vector<bf16>& logits, std::vector<int32_t>& targets, int V) {
+void fill(std::vector<bf16>& logits, std::vector<int32_t>& targets) {
   uint64_t state = 12;
   auto uniform = [&] { return float(railyard::splitmix64_next(state) >> 40) / float(1 << 24); };
   for (bf16& x : logits) x = bf16(3.0f * (uniform() + uniform() + uniform() + uniform() - 2.0f));
   for (size_t i = 0; i < targets.size(); ++i) {
-    targets[i] = i % 17 == 5 ? -1 : int32_t(railyard::splitmix64_next(state) % uint64_t(V));
+    targets[i] = i % 17 == 5 ? -1 : int32_t(railyard::splitmix64_next(state) % uint64_t(kVocab));
   }
+}
+
+struct Inputs {
+  std::vector<bf16> host;
+  std::vector<int32_t> targets;
+  DeviceBuffer pristine, logits, losses, dtargets;
+  size_t bytes;
+};
+
+// One kernel's run: the times (sorted) and the results of the last call.
+struct Run {
+  std::vector<float> us;
+  std::vector<bf16> grad;
+  std::vector<float> loss;
+};
+
+using Kernel = std::function<void(bf16*, float*, const int32_t*)>;
+
+void results(Inputs& in, Run& r) {
+  r.grad.resize(in.host.size());
+  r.loss.resize(kRows);
+  RY_CUDA(cudaMemcpy(r.grad.data(), in.logits.as<bf16>(), in.bytes, cudaMemcpyDeviceToHost));
+  RY_CUDA(cudaMemcpy(r.loss.data(), in.losses.as<float>(), kRows * sizeof(float),
+                     cudaMemcpyDeviceToHost));
+}
+
+Run time_kernel(Inputs& in, const Kernel& k, const railyard::bench::TimingOptions& o) {
+  cudaEvent_t start, stop;
+  RY_CUDA(cudaEventCreate(&start));
+  RY_CUDA(cudaEventCreate(&stop));
+  Run r;
+  for (int i = 0; i < o.warmup + o.reps; ++i) {
+    RY_CUDA(cudaMemcpy(in.logits.as<bf16>(), in.pristine.as<bf16>(), in.bytes,
+                       cudaMemcpyDeviceToDevice));
+    RY_CUDA(cudaMemset(in.losses.as<float>(), 0xff, kRows * sizeof(float)));
+    RY_CUDA(cudaEventRecord(start));
+    k(in.logits.as<bf16>(), in.losses.as<float>(), in.dtargets.as<int32_t>());
+    RY_CUDA(cudaEventRecord(stop));
+    RY_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    RY_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (i >= o.warmup) r.us.push_back(1000.0f * ms);
+  }
+  std::sort(r.us.begin(), r.us.end());
+  results(in, r);
+  RY_CUDA(cudaEventDestroy(start));
+  RY_CUDA(cudaEventDestroy(stop));
+  return r;
+}
+
+// Largest |a - b| over the gradients and over the losses.
+std::pair<double, double> distance(const Run& a, const Run& b) {
+  double g = 0, l = 0;
+  for (size_t i = 0; i < a.grad.size(); ++i)
+    g = std::max(g, std::fabs(double(float(a.grad[i])) - double(float(b.grad[i]))));
+  for (size_t i = 0; i < a.loss.size(); ++i)
+    l = std::max(l, std::fabs(double(a.loss[i]) - double(b.loss[i])));
+  return {g, l};
+}
+
+// Largest error against float64 over every kSampleEvery-th row: (gradient, loss).
+std::pair<double, double> float64_error(const Inputs& in, const Run& r) {
+  double g = 0, l = 0;
+  std::vector<double> x(kVocab);
+  for (int n = 0; n < kRows; n += kSampleEvery) {
+    const size_t row = size_t(n) * kPadded;
+    double m = -INFINITY, s = 0;
+    for (int j = 0; j < kVocab; ++j) m = std::max(m, x[j] = double(float(in.host[row + j])));
+    for (int j = 0; j < kVocab; ++j) s += std::exp(x[j] - m);
+    const int t = in.targets[n];
+    l = std::max(l, std::fabs((t < 0 ? 0.0 : std::log(s) + m - x[t]) - double(r.loss[n])));
+    for (int j = 0; j < kPadded; ++j) {
+      const double want =
+          t < 0 || j >= kVocab ? 0.0 : kDscale * (std::exp(x[j] - m) / s - (j == t ? 1.0 : 0.0));
+      g = std::max(g, std::fabs(want - double(float(r.grad[row + j]))));
+    }
+  }
+  return {g, l};
+}
+
+json line(const char* who, const Run& r, const Inputs& in, const char* same) {
+  const double median = r.us[r.us.size() / 2], rate = 2.0 * double(in.bytes) / (median * 1e-6);
+  const auto e = float64_error(in, r);
+  std::printf("%-46s %9.1f %9.1f %7.2f %10.2e %10.2e %5s\n", who, median, r.us.front(), rate / 1e12,
+              e.first, e.second, same);
+  return {{"kernel", who},           {"median_us", median},     {"min_us", r.us.front()},
+          {"tb_per_s", rate / 1e12}, {"grad_err_f64", e.first}, {"loss_err_f64", e.second}};
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    const int N = argument(argc, argv, 1, 4096), V = argument(argc, argv, 2, 50257),
-              Vp = argument(argc, argv, 3, 50304);
-    if (V > Vp) throw std::invalid_argument("VOCAB above PADDED: the padding is PADDED - VOCAB");
-    const size_t bytes = size_t(N) * Vp * sizeof(bf16);
-    std::vector<bf16> h(size_t(N) * Vp);
-    std::vector<int32_t> ht(N);
-    fill(h, ht, V);
-    DeviceBuffer pristine(bytes), logits(bytes), losses(N * sizeof(float)),
-        targets(N * sizeof(int32_t));
-    RY_CUDA(cudaMemcpy(pristine.as<bf16>(), h.data(), bytes, cudaMemcpyHostToDevice));
-    RY_CUDA(
-        cudaMemcpy(targets.as<int32_t>(), ht.data(), N * sizeof(int32_t), cudaMemcpyHostToDevice));
-    cudaEvent_t start, stop;
-    RY_CUDA(cudaEventCreate(&start));
-    RY_CUDA(cudaEventCreate(&stop));
-    std::vector<float> us;
-    for (int i = 0; i < kWarmup + kReps; ++i) {
-      RY_CUDA(cudaMemcpy(logits.as<bf16>(), pristine.as<bf16>(), bytes, cudaMemcpyDeviceToDevice));
-      RY_CUDA(cudaEventRecord(start));
-      railyard::cuda::cross_entropy_forward_backward(logits.as<bf16>(), losses.as<float>(),
-                                                     targets.as<int32_t>(), N, V, Vp, 1.0f / N,
-                                                     true, nullptr);
-      RY_CUDA(cudaEventRecord(stop));
-      RY_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      RY_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      if (i >= kWarmup) us.push_back(1000.0f * ms);
-    }
-    std::sort(us.begin(), us.end());
-    const float median = us[us.size() / 2];
-    std::printf(
-        "cross_entropy_bench: %d x %d (%d real) bf16, %s: median %.1f us, min %.1f us, "
-        "%.2f TB/s for one read and one write\n",
-        N, Vp, V, railyard::cuda::cross_entropy_staged<bf16>(Vp) ? "staged" : "read twice", median,
-        us.front(), 2.0 * double(bytes) / (median * 1e-6) / 1e12);
-    RY_CUDA(cudaEventDestroy(start));
-    RY_CUDA(cudaEventDestroy(stop));
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cross_entropy_bench: %s\n", e.what());
+int main(int argc, char** argv) try {
+  const railyard::bench::TimingOptions o = railyard::bench::parse_timing(argc, argv, kUsage);
+  Inputs in{std::vector<bf16>(size_t(kRows) * kPadded),
+            std::vector<int32_t>(kRows),
+            DeviceBuffer(size_t(kRows) * kPadded * sizeof(bf16)),
+            DeviceBuffer(size_t(kRows) * kPadded * sizeof(bf16)),
+            DeviceBuffer(kRows * sizeof(float)),
+            DeviceBuffer(kRows * sizeof(int32_t)),
+            size_t(kRows) * kPadded * sizeof(bf16)};
+  fill(in.host, in.targets);
+  RY_CUDA(cudaMemcpy(in.pristine.as<bf16>(), in.host.data(), in.bytes, cudaMemcpyHostToDevice));
+  RY_CUDA(cudaMemcpy(in.dtargets.as<int32_t>(), in.targets.data(), kRows * sizeof(int32_t),
+                     cudaMemcpyHostToDevice));
+  const Run old = time_kernel(
+      in,
+      [](bf16* x, float* l, const int32_t* t) {
+        railyard::bench::cross_entropy_staged_reference(x, l, t, kRows, kVocab, kPadded, kDscale,
+                                                        nullptr);
+      },
+      o);
+  const Kernel engine = [](bf16* x, float* l, const int32_t* t) {
+    railyard::cuda::cross_entropy_forward_backward(x, l, t, kRows, kVocab, kPadded, kDscale, true,
+                                                   nullptr);
+  };
+  const Run now = time_kernel(in, engine, o);
+  railyard::bench::TimingOptions once = o;
+  once.warmup = 0;
+  once.reps = 1;
+  const Run again = time_kernel(in, engine, once);
+  const bool same = again.grad.size() == now.grad.size() &&
+                    std::memcmp(again.grad.data(), now.grad.data(), in.bytes) == 0 &&
+                    std::memcmp(again.loss.data(), now.loss.data(), kRows * sizeof(float)) == 0;
+  const int rows = railyard::cuda::cross_entropy_staged_rows<bf16>(kPadded);
+  std::printf("cross_entropy_bench: %d x %d (%d real) bf16, gradient in place, dscale 1/%d\n",
+              kRows, kPadded, kVocab, kRows);
+  std::printf("%-46s %9s %9s %7s %10s %10s %5s\n", "kernel", "median us", "min us", "TB/s",
+              "grad f64", "loss f64", "same");
+  json out{{"rows", kRows},  {"vocab", kVocab},   {"padded", kPadded},         {"warmup", o.warmup},
+           {"reps", o.reps}, {"same_bits", same}, {"engine_staged_rows", rows}};
+  out["runs"] = {line("before (2 blocks x 512, 1 row each, cp.async)", old, in, "ref"),
+                 line(rows == 2   ? "engine (1 block x 1024, 2 rows, bulk copies)"
+                      : rows == 1 ? "engine (1 block x 1024, 1 row, bulk copies)"
+                                  : "engine (read twice)",
+                      now, in, same ? "yes" : "NO")};
+  const auto d = distance(now, old);
+  std::printf("engine against before: gradients max |diff| %.2e, losses max |diff| %.2e\n", d.first,
+              d.second);
+  out["engine_vs_before"] = {{"grad_max_abs", d.first}, {"loss_max_abs", d.second}};
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << out.dump(2) << "\n";
+    if (!f) throw std::runtime_error("cannot write " + o.json + ": check the directory");
+  }
+  if (!same) {
+    std::fprintf(stderr,
+                 "cross_entropy_bench: the engine's kernel gave other bits the second time\n");
     return 1;
   }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "cross_entropy_bench: %s\n", e.what());
+  return 1;
 }

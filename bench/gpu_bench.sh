@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
-#                                        gemm sdpa gemmsurvey adamw timeline lnbench
+#                                        gemm sdpa gemmsurvey adamw timeline lnbench cebench
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -25,7 +25,8 @@ keep() {
     hf_check.log ckpt-gpu.json ckpt-gpu.log gemm-epilogue.json gemm.log gemm-kernels.txt \
     gemm-once.json sdpa-plans.json sdpa-plans.log sdpa-plans-torch-cudnn.json \
     sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log adamw.json adamw.log \
-    step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log; do
+    step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log \
+    cross-entropy-bench.json cross-entropy-bench.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -358,15 +359,27 @@ stage_timeline() {
 if has timeline; then stage_timeline; fi
 
 # LayerNorm and embedding backward alone (issue 12, bench/layernorm_bench.cpp): the engine's
-# kernels beside its kernels before issue 12's change, at the step's shapes (16384 x 768 bf16;
-# B 16, T 1024, vocabulary 50257, uniform and word-like tokens); median time, memory rate, and
-# every output's bits against the old kernels' (a difference fails). The table to
-# layernorm-bench.log, JSON to layernorm-bench.json.
+# kernels beside its kernels before they changed, at the step's shapes (16384 x 768 bf16;
+# B 16, T 1024, vocabulary 50257, uniform and word-like tokens); median time, memory rate; the
+# embedding's bits against the old kernels', the LayerNorm's bits run twice and its closeness to
+# the old kernel's (a failure fails). The table to layernorm-bench.log, JSON to
+# layernorm-bench.json.
 stage_lnbench() {
   log "lnbench: layernorm_bench (LayerNorm 16384 x 768, embedding 16 x 1024, bf16)"
   kernel_bench layernorm_bench layernorm-bench
 }
 if has lnbench; then stage_lnbench; fi
+
+# The LM head's loss kernel alone (issue 12, bench/cross_entropy_bench.cpp): the engine's
+# cross-entropy with its gradient beside the kernel it replaced, on one chunk of GPT-2's logits
+# (4096 x 50304 bf16); median time, memory rate, errors against float64 on 64 rows, the
+# engine's bits twice (a difference fails). The table to cross-entropy-bench.log, JSON to
+# cross-entropy-bench.json.
+stage_cebench() {
+  log "cebench: cross_entropy_bench (4096 x 50304 bf16, gradient in place)"
+  kernel_bench cross_entropy_bench cross-entropy-bench
+}
+if has cebench; then stage_cebench; fi
 
 # The summary and gpu-1x.json only where a stage that trains ran: a checkpoint- or plan-only call
 # must not replace the recorded result file with an empty one.

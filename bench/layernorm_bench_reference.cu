@@ -1,5 +1,6 @@
-// The kernels of layernorm_bench_reference.hpp: copied from runtime/cuda at 2f880da, unchanged but
-// for names and the launchers narrowed to what the bench runs.
+// The kernels of layernorm_bench_reference.hpp: copied from runtime/cuda (LayerNorm at 289da3f,
+// embedding at 2f880da), unchanged but for names and the launchers narrowed to what the bench
+// runs.
 #include <cub/device/device_radix_sort.cuh>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@ namespace railyard::bench {
 using cuda::from_f;
 using cuda::load_pack;
 using cuda::Pack;
+using cuda::prefetch_l2;
 using cuda::store_pack;
 using cuda::to_f;
 using cuda::warp_sum;
@@ -23,25 +25,41 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kMaxBackwardBlocks = 396;
 
-// layernorm_backward_packed_kernel at 2f880da: one float of shared memory per access, laid out
-// by (pack slot, element, lane).
+// layernorm_backward_packed_kernel at 289da3f (issue 12's first attempt): float4 slices of
+// shared memory per warp, the warp's next row prefetched to L2.
 template <typename T, int P, bool kSum>
 __global__ void __launch_bounds__(kWarps * 32, 3)
     old_layernorm_backward_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
                                   const float* mean, const float* rstd, int N, int C,
                                   bool accumulate) {
-  constexpr int kN = Pack<T>::kN, kSlice = P * kN * 32, kParts = kSum ? 3 : 2;
-  extern __shared__ float acc[];
+  constexpr int kN = Pack<T>::kN, kGroups = P * kN / 4, kParts = kSum ? 3 : 2;
+  static_assert(kN % 4 == 0, "a pack holds whole groups of 4 accumulators");
+  extern __shared__ float4 acc4[];  // [kWarps][part][kGroups][32 lanes] float4
   const int lane = threadIdx.x % 32, packs = C / kN;
-  float* adw = acc + (threadIdx.x / 32) * kParts * kSlice + lane;
-  float* adb = adw + kSlice;
-  float* ads = adb + kSlice;
+  // The warp's own slice; each lane only ever touches its own float4s, so no barrier is needed
+  // until the block adds the slices.
+  float4* adw = acc4 + (threadIdx.x / 32) * kParts * kGroups * 32 + lane;
+  float4* adb = adw + kGroups * 32;
+  float4* ads = adb + kGroups * 32;  // used only with kSum
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-  for (int e = 0; e < P * kN; ++e) {
-    adw[e * 32] = adb[e * 32] = 0.0f;
-    if (kSum) ads[e * 32] = 0.0f;
+  for (int g = 0; g < kGroups; ++g) {
+    adw[g * 32] = adb[g * 32] = zero;
+    if (kSum) ads[g * 32] = zero;
   }
   for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
+    // The warp's next row on its way to L2 while this one is summed: its loads then wait for
+    // L2, not device memory, at no cost in registers.
+    const int next = row + gridDim.x * kWarps;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int q = lane + 32 * i;
+      if (next < N && q < packs) {
+        prefetch_l2(dy + size_t(next) * C + q * kN);
+        prefetch_l2(x + size_t(next) * C + q * kN);
+        if (accumulate) prefetch_l2(dx + size_t(next) * C + q * kN);
+      }
+    }
     const float m = mean[row], r = rstd[row];
     Pack<T> pd[P], px[P];
     float s1 = 0.0f, s2 = 0.0f;
@@ -53,13 +71,22 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
         px[i] = load_pack(x + size_t(row) * C + q * kN);
         Pack<T> pw = load_pack(w + q * kN);
 #pragma unroll
-        for (int k = 0; k < kN; ++k) {
-          float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
-          float g = d * to_f(pw.v[k]);
-          s1 += g;
-          s2 += g * xh;
-          adw[(i * kN + k) * 32] += d * xh;
-          adb[(i * kN + k) * 32] += d;
+        for (int h = 0; h < kN / 4; ++h) {
+          float4 aw = adw[(i * kN / 4 + h) * 32], ab = adb[(i * kN / 4 + h) * 32];
+          float* fw = &aw.x;
+          float* fb = &ab.x;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int k = h * 4 + j;
+            float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
+            float g = d * to_f(pw.v[k]);
+            s1 += g;
+            s2 += g * xh;
+            fw[j] += d * xh;
+            fb[j] += d;
+          }
+          adw[(i * kN / 4 + h) * 32] = aw;
+          adb[(i * kN / 4 + h) * 32] = ab;
         }
       }
     }
@@ -77,19 +104,31 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
           float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
           float g = r * (d * to_f(pw.v[k]) - s1 - xh * s2);
           out.v[k] = from_f<T>(accumulate ? to_f(out.v[k]) + g : g);
-          if (kSum) ads[(i * kN + k) * 32] += to_f(out.v[k]);
+        }
+        if (kSum) {  // the values stored, as a bias gradient reads them
+#pragma unroll
+          for (int h = 0; h < kN / 4; ++h) {
+            float4 as = ads[(i * kN / 4 + h) * 32];
+            float* fs = &as.x;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) fs[j] += to_f(out.v[h * 4 + j]);
+            ads[(i * kN / 4 + h) * 32] = as;
+          }
         }
         store_pack(dxp, out);
       }
     }
   }
+  // The block's row of partials in column order: column c = q kN + k of dw (db, dx sums) is
+  // element e = (q / 32) kN + k of lane q % 32, float e % 4 of its group e / 4.
   __syncthreads();
+  const float* acc = reinterpret_cast<const float*>(acc4);
   float* out = partials + size_t(blockIdx.x) * kParts * C;
   for (int c = threadIdx.x; c < kParts * C; c += blockDim.x) {
-    const int part = c / C, col = c - part * C, q = col / kN;
-    const int slot = part * kSlice + ((q / 32) * kN + col % kN) * 32 + q % 32;
+    const int part = c / C, col = c - part * C, q = col / kN, e = (q / 32) * kN + col % kN;
+    const int slot = (part * kGroups + e / 4) * 128 + (q % 32) * 4 + e % 4;
     float t = 0.0f;
-    for (int k = 0; k < kWarps; ++k) t += acc[k * kParts * kSlice + slot];
+    for (int k = 0; k < kWarps; ++k) t += acc[k * kParts * kGroups * 128 + slot];
     out[c] = t;
   }
 }

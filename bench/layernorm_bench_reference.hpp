@@ -1,7 +1,7 @@
 #pragma once
-// The engine's LayerNorm backward first pass and embedding backward as they were before issue
-// 12's change to them (commit 2f880da), kept here only so that layernorm_bench can time the
-// engine's kernels beside them and check that the results are the same bits.
+// The engine's LayerNorm backward first pass before issue 12's second attempt (commit 289da3f:
+// sums in shared memory) and its embedding backward before issue 12 (commit 2f880da), kept here
+// only so that layernorm_bench can time the engine's kernels beside them and compare results.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -11,9 +11,9 @@
 
 namespace railyard::bench {
 
-// The first pass of layernorm_backward at 2f880da for rows that fit the packed kernel (C / 8
-// <= 128 bf16 packs): dx and one row of partials per block, [blocks][(sum ? 3 : 2) C], with the
-// engine's block count (layernorm_backward_blocks) and shared-memory opt-in.
+// The first pass of layernorm_backward at 289da3f for rows that fit its packed kernel (C / 8
+// <= 128 bf16 packs): dx and one row of partials per block, [blocks][(sum ? 3 : 2) C], with
+// that version's block count (min(ceil(N / 8), 396)) and shared-memory opt-in.
 void reference_layernorm_backward_first_pass(__nv_bfloat16* dx, float* partials,
                                              const __nv_bfloat16* dy, const __nv_bfloat16* x,
                                              const __nv_bfloat16* w, const float* mean,

@@ -122,6 +122,21 @@ def largest_gaps(holes, api, top):
     return out
 
 
+def memset_figures(acts, holes):
+    """Memsets in a step (the libraries issue them, not the engine): their count, busy time, the
+    idle time next to them, and which kernels follow them."""
+    after = collections.Counter()
+    for i, a in enumerate(acts):
+        if a[3] == "memset":
+            nxt = next((b[2] for b in acts[i + 1:] if b[3] == "kernel"), "none")
+            after[nxt] += 1
+    return {"count": sum(after.values()),
+            "busy_us": us(sum(e - s for s, e, _, k in acts if k == "memset")),
+            "idle_us_next_to_them": us(sum(e - s for s, e, before, nxt in holes
+                                           if "memset" in (before, nxt))),
+            "followed_by": dict(after.most_common())}
+
+
 def step_figures(acts, api, top):
     """One step's figures (times in ms unless named _us)."""
     wall = max(a[1] for a in acts) - acts[0][0]
@@ -132,13 +147,20 @@ def step_figures(acts, api, top):
     gaps_before = collections.Counter()
     for s, e, _, after in holes:
         gaps_before[phase(after)] += e - s
+    kernels = collections.defaultdict(lambda: [0, 0])  # name -> [launches, ns]
+    for s, e, name, _ in acts:
+        kernels[name][0] += 1
+        kernels[name][1] += e - s
     return {"activities": sum(1 for a in acts if a[3] != "mark"),
             "kernels": sum(1 for a in acts if a[3] == "kernel"),
             "wall_ms": ms(wall), "busy_ms": ms(busy), "idle_ms": ms(wall - busy),
             "overlap_ms": ms(sum(a[1] - a[0] for a in acts) - busy),
             "gaps": gap_stats(holes), "largest_gaps": largest_gaps(holes, api, top),
             "phases_ms": {p: ms(ns) for p, ns in phases.most_common()},
-            "gap_us_before_phase": {p: us(ns) for p, ns in gaps_before.most_common()}}
+            "gap_us_before_phase": {p: us(ns) for p, ns in gaps_before.most_common()},
+            "memsets": memset_figures(acts, holes),
+            "kernels_by_time": [{"name": n, "phase": phase(n), "launches": c, "total_us": us(ns)}
+                                for n, (c, ns) in sorted(kernels.items(), key=lambda k: (-k[1][1], k[0]))]}
 
 
 def host_step_ms(path, skip):
@@ -159,7 +181,9 @@ def analyse(dev, api, skip, top):
     all_holes = [h for acts in steps[skip:] for h in busy_and_holes(acts)[1]]
     return {"steps": len(per_step), "skipped": skip, "median_step": med,
             "gaps_all_steps": gap_stats(all_holes),
-            "per_step": [{k: v for k, v in s.items() if k != "largest_gaps"} for s in per_step]}
+            "per_step": [{k: v for k, v in s.items() if k not in ("largest_gaps", "kernels_by_time",
+                                                                  "memsets")}
+                         for s in per_step]}
 
 
 def print_table(out):
@@ -184,6 +208,13 @@ def print_table(out):
         calls = ", ".join(f"{n} x{c}" for n, c in gap["runtime_calls"].items()) or "none"
         print(f"  {gap['us']:8.1f}  {gap['after_kernel'][:50]} -> {gap['before_kernel'][:50]}"
               f"  [{calls}]")
+    ms_ = m["memsets"]
+    print(f"memsets: {ms_['count']}, busy {ms_['busy_us']:.1f} us, idle next to them "
+          f"{ms_['idle_us_next_to_them']:.1f} us; followed by: " + ", ".join(
+              f"{n[:60]} x{c}" for n, c in ms_["followed_by"].items()))
+    print("every kernel of the median step, by busy time (us, launches, phase):")
+    for k in m["kernels_by_time"]:
+        print(f"  {k['total_us']:9.1f} {k['launches']:4d}  {k['phase']:11s} {k['name'][:90]}")
     print("per step: wall / busy / idle ms: " + "; ".join(
         f"{s['wall_ms']:.2f}/{s['busy_ms']:.2f}/{s['idle_ms']:.2f}" for s in out["per_step"]))
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "cross_entropy_kernels.hpp"
+#include "cross_entropy_row.cuh"
 #include "cuda_check.hpp"
-#include "device_math.cuh"
 #include "dtype.hpp"
 
 namespace railyard::cuda {
@@ -16,132 +16,6 @@ namespace railyard::cuda {
 namespace {
 
 constexpr int kThreads = 512;
-
-// (max, sum of exp(x - max)) pairs combine associatively; an empty pair is (-inf, 0).
-__device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {
-  float M = fmaxf(m, m2);
-  if (M == -INFINITY) return;
-  s = s * expf(m - M) + s2 * expf(m2 - M);
-  m = M;
-}
-
-constexpr float kLog2e = 1.4426950408889634f;
-
-// 2^x in one MUFU instruction: the pass over 50k columns a row is bound by instruction issue, so
-// each exponential is one FFMA (x log2 e - max log2 e) and this.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Online (max, sum of exp) over the pack's first n columns: at most one rescale per pack.
-// kWhole: n is the whole pack, and the per-column tests compile away.
-template <bool kWhole, typename T>
-__device__ __forceinline__ void accumulate_n(float& m, float& s, const Pack<T>& p, int n) {
-  constexpr int kN = Pack<T>::kN;
-  float pm = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < kN; ++k) {
-    if (kWhole || k < n) pm = fmaxf(pm, to_f(p.v[k]));
-  }
-  if (pm > m) {
-    s *= exp2_approx((m - pm) * kLog2e);
-    m = pm;
-  }
-  const float ml = m * kLog2e;
-#pragma unroll
-  for (int k = 0; k < kN; ++k) {
-    if (kWhole || k < n) s += exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -ml));
-  }
-}
-
-// The same over the pack's columns below V.
-template <typename T>
-__device__ __forceinline__ void accumulate(float& m, float& s, const Pack<T>& p, int j0, int V) {
-  constexpr int kN = Pack<T>::kN;
-  const int n = min(kN, V - j0);  // kN but in the last pack before the padding
-  if (n == kN) {
-    accumulate_n<true>(m, s, p, n);
-  } else {
-    accumulate_n<false>(m, s, p, n);
-  }
-}
-
-// A pack from fp32 values, rounded to nearest even. bf16 two at a time: one conversion
-// instruction per pair instead of one per element and a merge.
-template <typename T>
-__device__ __forceinline__ Pack<T> to_pack(const float (&g)[Pack<T>::kN]) {
-  Pack<T> p;
-#pragma unroll
-  for (int k = 0; k < Pack<T>::kN; ++k) p.v[k] = from_f<T>(g[k]);
-  return p;
-}
-template <>
-__device__ __forceinline__ Pack<bf16> to_pack<bf16>(const float (&g)[Pack<bf16>::kN]) {
-  Pack<bf16> p;
-  auto* pairs = reinterpret_cast<__nv_bfloat162*>(p.v);
-#pragma unroll
-  for (int k = 0; k < Pack<bf16>::kN / 2; ++k)
-    pairs[k] = __floats2bfloat162_rn(g[2 * k], g[2 * k + 1]);
-  return p;
-}
-
-// dscale * (softmax - onehot) for the pack's columns; 0 for padding and ignored rows. Ml is the
-// row's max times log2 e, scale = dscale / sum. The per-column tests (padding, the target) only
-// in the few packs that need them.
-template <typename T>
-__device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, float Ml,
-                                            float scale, float dscale) {
-  constexpr int kN = Pack<T>::kN;
-  const int n = tgt < 0 ? 0 : min(kN, V - j0);
-  float g[kN];
-  if (n == kN) {
-#pragma unroll
-    for (int k = 0; k < kN; ++k) g[k] = exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale;
-  } else {
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      g[k] = k < n ? exp2_approx(fmaf(to_f(p.v[k]), kLog2e, -Ml)) * scale : 0.0f;
-    }
-  }
-  if (unsigned(tgt - j0) < unsigned(kN)) {  // the target's pack (never for tgt < 0)
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      if (j0 + k == tgt) g[k] -= dscale;
-    }
-  }
-  return to_pack<T>(g);
-}
-
-// The row's (max, sum) from every thread's pair; thread 0 writes the row's loss (target_logit is
-// needed in thread 0 only). Returns (max log2 e, 1/sum). The shared slots are reused row after row:
-// each is written before one barrier and read before the next.
-__device__ __forceinline__ float2 finish_row(float m, float s, float* loss, float target_logit,
-                                             int tgt) {
-  __shared__ float sm[32], ss[32];
-  __shared__ float row_max, row_sum;
-  for (int o = 16; o > 0; o >>= 1) {
-    float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    combine(m, s, m2, s2);
-  }
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) {
-    sm[warp] = m;
-    ss[warp] = s;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float M = sm[0], S = ss[0];
-    for (int w = 1; w < int(blockDim.x / 32); ++w) combine(M, S, sm[w], ss[w]);
-    row_max = M;
-    row_sum = S;
-    *loss = tgt < 0 ? 0.0f : logf(S) + M - target_logit;
-  }
-  __syncthreads();
-  return make_float2(row_max * kLog2e, 1.0f / row_sum);
-}
 
 // One block per row, 16-byte packs (Vp is a multiple of 8); the padding columns [V, Vp) are
 // skipped in the sums and get gradient 0. The row is read twice with the gradient (rows too long
@@ -164,112 +38,138 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// 16 bytes from device memory into shared memory without passing through registers (cp.async,
-// sm_80 and later); both addresses 16-byte aligned.
-__device__ __forceinline__ void copy_async16(void* dst, const void* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d),
-               "l"(__cvta_generic_to_global(src))
-               : "memory");
-}
-__device__ __forceinline__ void commit_async() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-// Waits until at most `pending` of this thread's newest copy groups are in flight (the count is
-// an immediate: above 7 it waits for a little more than it must).
-__device__ __forceinline__ void wait_async(int pending) {
-  switch (pending) {
-    case 0:
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-      break;
-    case 1:
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-      break;
-    case 2:
-      asm volatile("cp.async.wait_group 2;" ::: "memory");
-      break;
-    case 3:
-      asm volatile("cp.async.wait_group 3;" ::: "memory");
-      break;
-    case 4:
-      asm volatile("cp.async.wait_group 4;" ::: "memory");
-      break;
-    case 5:
-      asm volatile("cp.async.wait_group 5;" ::: "memory");
-      break;
-    case 6:
-      asm volatile("cp.async.wait_group 6;" ::: "memory");
-      break;
-    default:
-      asm volatile("cp.async.wait_group 7;" ::: "memory");
-      break;
-  }
+// The staged kernel: one block of 1024 threads per multiprocessor (64 registers each), rows in
+// shared memory, copied there by the Tensor Memory Accelerator (cp.async.bulk, sm_90), which
+// signals an mbarrier when a row's bytes have all landed.
+constexpr int kStagedThreads = 1024;
+constexpr int kMaxBuffers = 2;
+constexpr unsigned kCopyBytes = 16384;  // one bulk copy: a round of 1024 16-byte packs
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// Starts the copy of a row into shared memory: pack q = threadIdx.x + r * blockDim.x is copied
-// by this thread in copy group r, one group per round (empty where q >= packs), so every thread
-// has `rounds` groups in flight afterwards.
-template <typename T>
-__device__ __forceinline__ void stage_row(Pack<T>* row, const T* x, int packs, int rounds) {
-  for (int r = 0; r < rounds; ++r) {
-    const int q = threadIdx.x + r * blockDim.x;
-    if (q < packs) copy_async16(row + q, x + q * Pack<T>::kN);
-    commit_async();
-  }
+// An mbarrier that completes a phase once one thread has arrived and the bytes it announced
+// have landed; the initialisation made visible to the copy engine (the async proxy).
+__device__ __forceinline__ void init_landed(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
 }
 
-// The gradient with the row staged in shared memory, so it is read from device memory once.
-// Persistent: block b takes rows b, b + gridDim.x, ... Each thread only ever touches its own
-// packs of the staged row (the same q in the copy, the sums and the gradient), so the buffer
-// needs no barrier; once it has written the gradient of a pack it starts the copy of that pack
-// of its block's next row into the same slot, so the next row's read overlaps this row's writes.
-// The sums run in the same order as in cross_entropy_kernel: the same bits.
+// Copies bytes [begin, end) of a row from src to dst (shared memory), completing on bar. The
+// first piece of a row (announce) also arrives on bar with the row's byte count, so the phase
+// completes only when every piece of the row has landed, however they are spread in time.
+__device__ __forceinline__ void copy_row_piece(void* dst, const void* src, unsigned begin,
+                                               unsigned end, unsigned row_bytes, bool announce,
+                                               uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (announce) {
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)),
+        "r"(row_bytes)
+        : "memory");
+  }
+  for (unsigned o = begin; o < end; o += kCopyBytes) {
+    const unsigned n = min(kCopyBytes, end - o);
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+            "r"(shared_address(static_cast<char*>(dst) + o)),
+        "l"(__cvta_generic_to_global(static_cast<const char*>(src) + o)), "r"(n),
+        "r"(shared_address(bar))
+        : "memory");
+  }
+#endif
+}
+
+// Waits until the phase of bar with the given parity has completed (the row has landed).
+__device__ __forceinline__ void wait_landed(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(shared_address(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+// The gradient with rows staged in shared memory: read from device memory once. Persistent:
+// block b takes rows b, b + gridDim.x, ..., the k-th of them in buffer k % buffers. With two
+// buffers the copy of a row starts a whole row ahead (when the gradient of the row two back
+// has been read out of its buffer), so the copy engine keeps a row's bytes in flight per
+// multiprocessor while its threads sum and write the other row: memory never waits for a
+// phase of the arithmetic. With one buffer (rows above half the shared memory: fp32 GPT-2), the
+// next row's copy follows the gradient round by round, each 1024-pack round once every thread
+// has read it.
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kStagedThreads, 1)
     cross_entropy_staged_kernel(T* logits, float* losses, const int32_t* targets, int N, int V,
-                                int Vp, float dscale) {
+                                int Vp, float dscale, int buffers) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kN = Pack<T>::kN;
-  extern __shared__ __align__(16) unsigned char staged[];
-  Pack<T>* row = reinterpret_cast<Pack<T>*>(staged);
+  extern __shared__ __align__(128) unsigned char staged[];
+  __shared__ uint64_t landed[kMaxBuffers];
   const int packs = Vp / kN, rounds = (packs + blockDim.x - 1) / blockDim.x;
-  stage_row(row, logits + size_t(blockIdx.x) * Vp, packs, rounds);  // the launch has <= N blocks
-  for (int n = blockIdx.x; n < N; n += gridDim.x) {
+  const unsigned row_bytes = unsigned(Vp) * sizeof(T);
+  const unsigned round_bytes = blockDim.x * sizeof(Pack<T>);
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < buffers; ++b) init_landed(&landed[b]);
+    for (int b = 0; b < buffers && blockIdx.x + b * gridDim.x < N; ++b) {
+      copy_row_piece(staged + size_t(b) * row_bytes,
+                     logits + size_t(blockIdx.x + b * gridDim.x) * Vp, 0, row_bytes, row_bytes,
+                     true, &landed[b]);
+    }
+  }
+  __syncthreads();  // the mbarriers are initialised
+  int k = 0;
+  for (int n = blockIdx.x; n < N; n += gridDim.x, ++k) {
+    const int b = k % buffers;
+    Pack<T>* row = reinterpret_cast<Pack<T>*>(staged + size_t(b) * row_bytes);
+    wait_landed(&landed[b], unsigned(k / buffers) & 1u);
     T* x = logits + size_t(n) * Vp;
     const int tgt = targets[n];
-    // From device memory, loaded now and used after the sums: this row's values there are
-    // overwritten only below, after finish_row's barriers.
-    const float target_logit = threadIdx.x == 0 && tgt >= 0 ? to_f(x[tgt]) : 0.0f;
     float m = -INFINITY, s = 0.0f;
-    for (int r = 0; r < rounds; ++r) {
-      wait_async(rounds - 1 - r);  // round r has landed
-      const int q = threadIdx.x + r * blockDim.x;
-      if (q < packs) {
-        const Pack<T> p = row[q];  // one 16-byte read, not one per element
-        accumulate(m, s, p, q * kN, V);
-      }
-    }
+    for (int q = threadIdx.x; q < packs; q += blockDim.x) accumulate(m, s, row[q], q * kN, V);
+    const float target_logit =
+        threadIdx.x == 0 && tgt >= 0 ? to_f(reinterpret_cast<const T*>(row)[tgt]) : 0.0f;
     const float2 st = finish_row(m, s, losses + n, target_logit, tgt);
-    const T* next = n + gridDim.x < N ? x + size_t(gridDim.x) * Vp : nullptr;
+    const int next = n + buffers * gridDim.x;  // the row that takes this buffer next
+    const T* src = next < N ? logits + size_t(next) * Vp : nullptr;
     for (int r = 0; r < rounds; ++r) {
       const int q = threadIdx.x + r * blockDim.x;
       if (q < packs) {
         store_pack(x + q * kN, gradient(row[q], q * kN, V, tgt, st.x, st.y * dscale, dscale));
-        // The slot's old value is in the store above, which waited for it: safe to overwrite.
-        if (next != nullptr) copy_async16(row + q, next + q * kN);
       }
-      commit_async();
+      if (buffers == 1 || r == rounds - 1) {
+        __syncthreads();  // rounds up to r read out of the buffer by every thread
+        if (threadIdx.x == 0 && src != nullptr) {
+          const unsigned begin = buffers == 1 ? r * round_bytes : 0;
+          copy_row_piece(row, src, begin, min(row_bytes, (r + 1) * round_bytes), row_bytes,
+                         begin == 0, &landed[b]);
+        }
+      }
     }
   }
+#else
+  __trap();  // not reached: staged_launch gives 0 buffers below sm_90
+#endif
 }
 
-// How the staged kernel runs for rows of row_bytes on the current device: 0 blocks per
-// multiprocessor where a row does not fit the device's shared memory per block (then the rows
-// are read twice). Worked out (and the kernel's shared-memory limit raised) once per device and
-// row size, in the first call, which the engine makes eagerly: not inside a graph capture.
+// How the staged kernel runs for rows of row_bytes on the current device: how many rows a
+// block's shared memory holds (2, 1, or 0 where a row does not fit or the device has no bulk
+// copies, before sm_90: then the rows are read twice). Worked out (and the kernel's
+// shared-memory limit raised) once per device and row size, in the first call, which the engine
+// makes eagerly: not inside a graph capture.
 struct StagedLaunch {
   int device = -1;
   size_t row_bytes = 0;
-  int blocks_per_sm = 0;
+  int buffers = 0;
   int multiprocessors = 0;
 };
 
@@ -292,11 +192,17 @@ StagedLaunch staged_launch(size_t row_bytes) {
   // The limit is the kernel's, not the launch's: raised to all the device allows, so that a
   // launch for any row size seen before still may use its shared memory.
   const size_t fits = size_t(optin) - fa.sharedSizeBytes;
-  if (row_bytes <= fits) {
+  // Both the code's target (PTX) and the binary the device runs must be sm_90 or later: built
+  // for an older target, the kernel is empty (staged_rows 0, never launched).
+  int buffers = fa.ptxVersion >= 90 && fa.binaryVersion >= 90 ? kMaxBuffers : 0;
+  while (buffers > 0 && buffers * row_bytes > fits) --buffers;
+  if (buffers > 0) {
     RY_CUDA(cudaFuncSetAttribute(cross_entropy_staged_kernel<T>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(fits)));
-    RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &l.blocks_per_sm, cross_entropy_staged_kernel<T>, kThreads, row_bytes));
+    int blocks = 0;
+    RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, cross_entropy_staged_kernel<T>,
+                                                          kStagedThreads, buffers * row_bytes));
+    l.buffers = blocks > 0 ? buffers : 0;
   }
   known.push_back(l);
   return l;
@@ -305,8 +211,8 @@ StagedLaunch staged_launch(size_t row_bytes) {
 }  // namespace
 
 template <typename T>
-bool cross_entropy_staged(int Vp) {
-  return staged_launch<T>(size_t(Vp) * sizeof(T)).blocks_per_sm > 0;
+int cross_entropy_staged_rows(int Vp) {
+  return staged_launch<T>(size_t(Vp) * sizeof(T)).buffers;
 }
 
 template <typename T>
@@ -324,10 +230,10 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
   const size_t row_bytes = size_t(Vp) * sizeof(T);
   // Without the gradient the plain kernel reads each row once already.
   const StagedLaunch l = write_grad ? staged_launch<T>(row_bytes) : StagedLaunch{};
-  if (l.blocks_per_sm > 0) {
-    const int grid = std::min(N, l.blocks_per_sm * l.multiprocessors);
-    cross_entropy_staged_kernel<T>
-        <<<grid, kThreads, row_bytes, stream>>>(logits, losses, targets, N, V, Vp, dscale);
+  if (l.buffers > 0) {
+    const int grid = std::min(N, l.multiprocessors);
+    cross_entropy_staged_kernel<T><<<grid, kStagedThreads, l.buffers * row_bytes, stream>>>(
+        logits, losses, targets, N, V, Vp, dscale, l.buffers);
   } else {
     cross_entropy_kernel<T>
         <<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dscale, write_grad);
@@ -335,8 +241,8 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
   RY_CUDA_LAUNCHED();
 }
 
-template bool cross_entropy_staged<float>(int);
-template bool cross_entropy_staged<bf16>(int);
+template int cross_entropy_staged_rows<float>(int);
+template int cross_entropy_staged_rows<bf16>(int);
 template void cross_entropy_forward_backward<float>(float*, float*, const int32_t*, int, int, int,
                                                     float, bool, cudaStream_t);
 template void cross_entropy_forward_backward<bf16>(bf16*, float*, const int32_t*, int, int, int,

@@ -12,16 +12,18 @@ namespace railyard::cuda {
 // logits [N, Vp]; columns >= V are padding and get gradient 0. losses[n] = -log p(target); a
 // negative target is ignored (loss 0, gradient 0). With write_grad, logits become dscale * (softmax
 // - onehot(target)).
-// With the gradient, a row that fits the device's shared memory per block is read from device
-// memory once (staged there); a longer one is read twice. Both sum each row in one fixed order (no
-// atomics): the same bits run to run. Throws std::invalid_argument unless Vp * sizeof(T) is a
-// multiple of 16 and logits is 16-byte aligned.
+// With the gradient, on sm_90 and later, a row that fits the device's shared memory per block is
+// read from device memory once (staged there, two rows per multiprocessor where two fit, so that
+// one is copied in while the other is summed and written); a longer one is read twice. Both sum
+// each row in one fixed order (no atomics): the same bits run to run. Throws std::invalid_argument
+// unless Vp * sizeof(T) is a multiple of 16 and logits is 16-byte aligned.
 template <typename T>
 void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* targets, int N, int V,
                                     int Vp, float dscale, bool write_grad, cudaStream_t stream);
 
-// Whether cross_entropy_forward_backward stages rows of Vp columns of T on the current device.
+// How many rows of Vp columns of T cross_entropy_forward_backward stages per multiprocessor on the
+// current device: 2, 1, or 0 (rows read twice).
 template <typename T>
-bool cross_entropy_staged(int Vp);
+int cross_entropy_staged_rows(int Vp);
 
 }  // namespace railyard::cuda

@@ -219,8 +219,8 @@ std::vector<double> add_column_sums(std::vector<double> ref, const std::vector<d
 }
 
 // layernorm_backward's optional column sums of dx (the bias gradient of the projection whose
-// output gradient dx is), at rows x C: C of one to three packs per lane or wide rows, a
-// multiple of 256 or not, rows enough that the blocks stride (each warp sums several rows).
+// output gradient dx is), at rows x C: C of one to four packs per lane or wide rows, a
+// multiple of 256 or not, rows from fewer than a block has warps to several per warp.
 template <typename T>
 void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C) {
   const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm";
@@ -479,13 +479,18 @@ void check_cudnn_attention_pinned(Report& r, std::mt19937_64& rng, cudaStream_t 
 }
 #endif
 
-// rows x Vp logits: staged in shared memory where a row fits (then blocks take several rows when
-// N is above the grid), read twice where it does not; the label says which path ran. Run twice
+// rows x Vp logits: staged in shared memory where a row fits (two rows per block where two fit,
+// copied a row ahead; one where only one fits, copied round by round behind the gradient; blocks
+// take several rows when N is above the grid), read twice where it does not; the label says
+// which path ran. Run twice
 // for the same bits, then without the gradient (losses only, logits left as they are).
 template <typename T>
 void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N, int V, int Vp) {
-  std::string t = type_name<T>() + std::string(" V ") + std::to_string(V) +
-                  (cuda::cross_entropy_staged<T>(Vp) ? " staged" : " read twice");
+  const int staged = cuda::cross_entropy_staged_rows<T>(Vp);
+  std::string t = type_name<T>() + std::string(" V ") + std::to_string(V) + " N " +
+                  std::to_string(N) +
+                  (staged > 0 ? " staged, " + std::to_string(staged) + " row(s) per block"
+                              : std::string(" read twice"));
   std::vector<int32_t> tgt(N);
   std::uniform_int_distribution<int> pick(0, V - 1);
   for (int i = 0; i < N; ++i) tgt[i] = i % 17 == 5 ? -1 : pick(rng);  // some ignored positions
@@ -732,9 +737,15 @@ template <typename T>
 void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
   check_linear<T>(r, rng, mm, s);
   check_layernorm<T>(r, rng, s);
-  check_layernorm_column_sums<T>(r, rng, s, N, C);                // C = 192: one or two packs
-  check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768);  // GPT-2's, 396 blocks stride
-  check_layernorm_column_sums<T>(r, rng, s, N, 1280);             // bf16 wide rows (fp32 from 768)
+  check_layernorm_column_sums<T>(r, rng, s, N, C);  // C = 192: one or two packs per lane
+  // GPT-2's: 132 blocks of 48 or 49 rows, 6 or 7 rows per warp (bf16; fp32 wide rows).
+  check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768);
+  // Four packs per lane (fp32; bf16 two), eight warps a block.
+  check_layernorm_column_sums<T>(r, rng, s, N, 512);
+  // bf16 four packs per lane, the last on 29 of 32 lanes (fp32 wide rows); blocks of 7 or 8
+  // rows: a warp without a row.
+  check_layernorm_column_sums<T>(r, rng, s, 37, 1000);
+  check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
   check_gelu<T>(r, rng, s);
@@ -743,10 +754,14 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_embedding_backward_width<T>(r, rng, s, 2, 64, 2560);  // more packs than threads
   check_attention<T>(r, rng, mm, s);
   check_cross_entropy<T>(r, rng, s, N, V, Vp);
-  // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two blocks per multiprocessor, fp32
-  // one), 600 rows so that each block of the staged grid takes several; and rows too long for
-  // any device's shared memory (240 KB in bf16), read twice.
+  // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two rows per block, fp32 one),
+  // 600 rows so that each block of the staged grid takes several (both buffers' barriers go
+  // through several phases), 5 so that most blocks' second buffer stays empty; 160 KB bf16 rows,
+  // one per block in bf16 (fp32 reads them twice); and rows too long for any device's shared
+  // memory (240 KB in bf16), read twice.
   check_cross_entropy<T>(r, rng, s, 600, 50257, 50304);
+  check_cross_entropy<T>(r, rng, s, 5, 50257, 50304);
+  check_cross_entropy<T>(r, rng, s, 300, 80001, 80008);
   check_cross_entropy<T>(r, rng, s, 24, 120001, 120008);
   check_adamw<T>(r, rng, s);
   check_ones_column_product<T>(r, rng, mm, s);

@@ -104,6 +104,30 @@ class StepTimeline(unittest.TestCase):
         self.assertEqual(m["gap_us_before_phase"], {"other": 1.2, "embedding": 0.5,
                                                     "layernorm": 0.3, "optimizer": 0.1})
 
+    def test_every_kernel_is_listed_by_busy_time(self):
+        m = self.analyse(timeline())["median_step"]
+        ks = m["kernels_by_time"]
+        self.assertEqual([k["name"] for k in ks[:2]],
+                         ["nvjet_tst_128x160", "void adamw_kernel<bf16>(float*)"])
+        self.assertEqual(ks[0], {"name": "nvjet_tst_128x160", "phase": "matmul", "launches": 1,
+                                 "total_us": 2.5})
+        self.assertEqual(len(ks), 7)
+        self.assertAlmostEqual(sum(k["total_us"] for k in ks), 8.4)  # overlapping kernels each count in full
+        self.assertNotIn("kernels_by_time", self.analyse(timeline())["per_step"][0])
+
+    def test_memsets_their_idle_time_and_the_kernels_after_them(self):
+        doc = timeline()
+        # One memset in the last step's 300 ns hole between the product and the LayerNorm: 150 ns
+        # after the product, 100 ns long, 50 ns before the LayerNorm.
+        doc["records"].insert(-1, rec("memset", 40000 + 1000 + 4150, 40000 + 1000 + 4250, "memset"))
+        steps = st.cut_steps(st.load(self.write(doc))[0])
+        holes = st.busy_and_holes(steps[-1])[1]
+        m = st.memset_figures(steps[-1], holes)
+        self.assertEqual(m["count"], 1)
+        self.assertEqual(m["busy_us"], 0.1)
+        self.assertEqual(m["followed_by"], {"layernorm_forward": 1})
+        self.assertEqual(m["idle_us_next_to_them"], 0.2)
+
     def test_warm_up_steps_are_left_out_and_the_median_step_is_by_wall(self):
         doc = timeline(steps=4)
         for r in doc["records"]:  # the second step's final AdamW starts 0.3 us late
