@@ -39,10 +39,12 @@
 #include "gemm_algo_json.hpp"
 #include "gemm_survey_kernels.hpp"
 #include "matmul_cublaslt.hpp"
+#include "ones_column_kernels.hpp"
 
 using railyard::cuda::DeviceBuffer;
 using railyard::cuda::GemmCall;
 using railyard::cuda::Matmul;
+using railyard::cuda::ones_column_ld;
 using json = nlohmann::json;
 using railyard::bench::describe;
 using railyard::bench::write_json;
@@ -150,26 +152,41 @@ struct ProductSpec {
   Kind kind;
   int N, I, O;
   bool bias = false, accumulate = false;
-  int calls = 0;  // per training step (0: only with gradient accumulation)
+  int calls = 0;  // per training step (0: only with gradient accumulation, or no longer issued)
+  int ldx = 0;    // the forward's input row stride where not I (ln1, ln2 with their ones column)
 };
 
 // What runtime/cuda/cuda_engine.cpp issues in one step (forward, loss_head, backward) with
 // the fused (cuDNN) attention: the unfused fallback's batched products are not part of it.
+// ln1 and ln2 have a ones column (runtime/cuda/ones_column_kernels.hpp): the qkv and fc1
+// forwards read them at stride ones_column_ld(C), and their weight gradients are one product
+// over ones_column_ld(C) inputs (the bias gradient its last column), always "=" (the split adds
+// to the gradients); the plain C-input weight products stay listed, at 0 calls, to compare.
 std::vector<ProductSpec> step_products(const Options& o) {
-  const int N = o.batch * o.seq, C = o.dim, L = o.layers;
+  const int N = o.batch * o.seq, C = o.dim, L = o.layers, ld = ones_column_ld(C);
   std::vector<ProductSpec> p = {
-      {"qkv forward bias", Kind::kForward, N, C, 3 * C, true, false, L},
+      {"qkv forward bias", Kind::kForward, N, C, 3 * C, true, false, L, ld},
       {"attn-proj forward bias", Kind::kForward, N, C, C, true, false, L},
-      {"fc1 forward gelu_aux", Kind::kForwardGelu, N, C, 4 * C, true, false, L},
+      {"fc1 forward gelu_aux", Kind::kForwardGelu, N, C, 4 * C, true, false, L, ld},
       {"fc2 forward bias", Kind::kForward, N, 4 * C, C, true, false, L},
       {"fc2 backward-input dgelu", Kind::kBackwardInputDgelu, N, 4 * C, C, false, false, L},
       {"fc2 backward-weight =", Kind::kBackwardWeight, N, 4 * C, C, false, false, L},
       {"fc1 backward-input", Kind::kBackwardInput, N, C, 4 * C, false, false, L},
-      {"fc1 backward-weight =", Kind::kBackwardWeight, N, C, 4 * C, false, false, L},
+      {"fc1 backward-weight =", Kind::kBackwardWeight, N, C, 4 * C, false, false, 0},
+      {"fc1 backward-weight+bias (ones column) =", Kind::kBackwardWeight, N, ld, 4 * C, false,
+       false, L},
       {"attn-proj backward-input", Kind::kBackwardInput, N, C, C, false, false, L},
       {"attn-proj backward-weight =", Kind::kBackwardWeight, N, C, C, false, false, L},
       {"qkv backward-input", Kind::kBackwardInput, N, C, 3 * C, false, false, L},
-      {"qkv backward-weight =", Kind::kBackwardWeight, N, C, 3 * C, false, false, L},
+      {"qkv backward-weight =", Kind::kBackwardWeight, N, C, 3 * C, false, false, 0},
+      {"qkv backward-weight+bias (ones column) =", Kind::kBackwardWeight, N, ld, 3 * C, false,
+       false, L},
+      // The same two products the other way round (m the outputs, n the ld inputs: dW^T), not
+      // issued: where their tiles fit 776 better, the split would transpose instead.
+      {"fc1 backward-weight+bias transposed (not issued)", Kind::kBackwardWeight, N, 4 * C, ld,
+       false, false, 0},
+      {"qkv backward-weight+bias transposed (not issued)", Kind::kBackwardWeight, N, 3 * C, ld,
+       false, false, 0},
       {"fc2 backward-weight += (grad accumulation)", Kind::kBackwardWeight, N, 4 * C, C, false,
        true, 0},
       {"fc1 backward-weight += (grad accumulation)", Kind::kBackwardWeight, N, C, 4 * C, false,
@@ -232,7 +249,7 @@ Operands operands(const ProductSpec& s) {
   ops.flops = 2.0 * double(N) * double(I) * double(O);
   const void* w = buffer(ops, O * I, true, 0.05f, 2);
   if (s.kind == Kind::kForward || s.kind == Kind::kForwardGelu) {
-    const void* x = buffer(ops, N * I, true, 1.0f, 1);
+    const void* x = buffer(ops, N * size_t(s.ldx > 0 ? s.ldx : s.I), true, 1.0f, 1);
     const void* bias = s.bias ? buffer(ops, O, true, 0.1f, 3) : nullptr;
     void* y = buffer(ops, N * O, true, 0, 0);
     ops.outputs.push_back({y, N * O, true});
@@ -241,7 +258,7 @@ Operands operands(const ProductSpec& s) {
       pre = buffer(ops, N * O, true, 0, 0);
       ops.outputs.push_back({pre, N * O, true});
     }
-    ops.call = Matmul::forward_call(y, x, w, bias, s.N, s.I, s.O, t, pre);
+    ops.call = Matmul::forward_call(y, x, w, bias, s.N, s.I, s.O, t, pre, s.ldx);
   } else if (s.kind == Kind::kBackwardWeight) {
     const void* dy = buffer(ops, N * O, true, 1.0f, 4);
     const void* x = buffer(ops, N * I, true, 1.0f, 1);
@@ -371,6 +388,8 @@ json call_json(const ProductSpec& s, const GemmCall& c) {
           {"m", c.m},
           {"n", c.n},
           {"k", c.k},
+          {"lda", c.lda},
+          {"ldb", c.ldb},
           {"ab_type", "bf16"},
           {"d_type", c.d_type == CUDA_R_32F ? "fp32" : "bf16"},
           {"epilogue", epilogue_name(c)},

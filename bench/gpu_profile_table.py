@@ -17,7 +17,7 @@ PHASES = [  # first match wins; names as cuBLASLt, cuDNN, CUB, NCCL and railyard
     ("layernorm", ("layernorm",)),
     ("loss", ("cross_entropy",)),
     ("embedding", ("embedding", "radix", "iota", "Onesweep", "DeviceRadix")),
-    ("bias", ("bias_grad", "sum_partial_columns")),
+    ("bias", ("bias_grad", "sum_partial_columns", "ones_column")),
     ("elementwise", ("gelu",)),
     ("matmul", ("gemm", "xmma", "nvjet", "cutlass", "splitkreduce", "Kernel", "sm90")),
 ]

@@ -169,7 +169,7 @@ json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s,
   rb::fill_uniform(b.as<void>(), kC, true, 0.1f, 14, s);
   rb::fill_uniform(dx0.as<void>(), nc, true, 1e-2f, 15, s);
   rc::layernorm_forward(out.as<bf16>(), mean.as<float>(), rstd.as<float>(), x.as<bf16>(),
-                        w.as<bf16>(), b.as<bf16>(), kRows, kC, s);
+                        w.as<bf16>(), b.as<bf16>(), kRows, kC, kC, s);
   LayerNormOutputs ref(nc), eng(nc), first(nc);
   const int ref_blocks = std::min((kRows + 7) / 8, 396);  // the reference's partial rows
   auto run_ref = [&] {

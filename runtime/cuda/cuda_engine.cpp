@@ -17,7 +17,6 @@
 #if RAILYARD_HAVE_CUDNN
 #include "attention_cudnn.hpp"
 #endif
-#include "bias_grad_kernels.hpp"
 #include "convert_kernels.hpp"
 #include "cross_entropy_kernels.hpp"
 #include "cuda_check.hpp"
@@ -35,6 +34,7 @@
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
 #include "nccl_comm.hpp"
+#include "ones_column_kernels.hpp"
 #include "railyard/adamw.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/contract_env.hpp"
@@ -68,6 +68,8 @@ struct LayerParams {
 template <typename T>
 struct LayerActs {
   T* resid;  // the layer's input (the residual stream)
+  // ln1 and ln2 are [N, ln_ld_] with a ones column after their C (the qkv and fc bias gradients
+  // come out of the weight gradients' products: ones_column_kernels.hpp).
   T* ln1;
   float *ln1_mean, *ln1_rstd;
   T* qkvp;       // q, k, v per head; with cuDNN the projection's output [N, 3, H, hd] itself
@@ -136,7 +138,7 @@ class CudaEngine final : public Engine {
   };
   struct ScratchOffsets {
     size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
-        partials, bias_partials, norm_slots, embed;
+        partials, wb_prod, norm_slots, embed;
   };
   void plan_memory();
   StateOffsets plan_state(AllocationPlan& plan) const;
@@ -167,6 +169,11 @@ class CudaEngine final : public Engine {
   // workspace bytes it needs at the planned shape.
   size_t choose_attention();
   void backward(int B, int Tn, bool exchange, bool acc);
+  // dw [O, C] and db [O] (+= with acc) of the Linear layer whose input is x (ln1 or ln2, with its
+  // ones column) and output gradient dy [N, O]: one product, then its split.
+  void weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O, bool acc);
+  // The ones columns of every layer's ln1 and ln2, once, after the memory is bound.
+  void set_ones_columns();
   // A phase of the micro-step (StepKey::phase): forward with the loss head, then backward.
   enum Phase { kForwardPhase = 0, kBackwardPhase = 1 };
   // Queues `launch` through the step's graphs, keyed by what changes its launches; eagerly at
@@ -193,6 +200,7 @@ class CudaEngine final : public Engine {
   int device_ = 0;
   std::string describe_;
   int L_, C_, H_, V_, Vp_, Bmax_, Tmax_;
+  int ln_ld_ = 0;  // row stride of ln1 and ln2: C and the ones column's padding
   size_t total_ = 0, padded_ = 0, shard_begin_ = 0, shard_size_ = 0;
   size_t wte_, wpe_, lnfw_, lnfb_;
   std::vector<LayerParams> lp_;
@@ -221,11 +229,12 @@ class CudaEngine final : public Engine {
   // Scratch shared by all layers.
   T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
   T *dA_ = nullptr, *dB_ = nullptr, *dresid_ = nullptr;
-  // Scratch of the two-pass reductions (LayerNorm and bias gradients, the embedding's sort, the
-  // gradient norm): fixed-order sums instead of float atomics. The bias gradients' partials are
-  // apart from the LayerNorms' so that the two second passes can run as one launch.
+  // Scratch of the two-pass reductions (LayerNorm gradients, the embedding's sort, the gradient
+  // norm): fixed-order sums instead of float atomics.
   float* partials_ = nullptr;
-  float* bias_partials_ = nullptr;
+  // The product dY^T [ln, 1] of the qkv or fc weight gradient, [O, ln_ld_] fp32, before its split
+  // into the weight and bias gradients.
+  float* wb_prod_ = nullptr;
   double* norm_slots_ = nullptr;
   void* embed_scratch_ = nullptr;
   // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
@@ -264,6 +273,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
               (opts_.recompute ? " recompute" : "");
   L_ = cfg_.layers, C_ = cfg_.dim, H_ = cfg_.heads, V_ = cfg_.vocab, Vp_ = cfg_.padded_vocab;
   Bmax_ = opts_.micro_batch, Tmax_ = opts_.seq;
+  ln_ld_ = ones_column_ld(C_);
   locate_params();
   shard_params();
 
@@ -430,6 +440,7 @@ void CudaEngine<T>::plan_memory() {
   bind_state(so);
   bind_layers(lo, fused);
   bind_scratch(sc, fused, attn_ws);
+  set_ones_columns();
   host_scalars_ = PinnedBuffer(size_t(Bmax_) * Tmax_ * sizeof(float) + sizeof(double));
 }
 
@@ -519,7 +530,8 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   sc.dresid = plan.add("scratch: residual grad", NC * e);
   sc.partials =
       plan.add("scratch: reduction partials", layernorm_backward_partials(int(N), C_) * f);
-  sc.bias_partials = plan.add("scratch: bias partials", bias_grad_partials(int(N), 4 * C_) * f);
+  sc.wb_prod =
+      plan.add("scratch: weight and bias gradient product", size_t(4) * C_ * size_t(ln_ld_) * f);
   sc.norm_slots = plan.add("scratch: norm slots",
                            grad_sumsq_slots(padded_, grad_sumsq_full_blocks()) * sizeof(double));
   sc.embed = plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
@@ -547,7 +559,7 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   dB_ = mem_.as<T>(sc.dB);
   dresid_ = mem_.as<T>(sc.dresid);
   partials_ = mem_.as<float>(sc.partials);
-  bias_partials_ = mem_.as<float>(sc.bias_partials);
+  wb_prod_ = mem_.as<float>(sc.wb_prod);
   norm_slots_ = mem_.as<double>(sc.norm_slots);
   embed_scratch_ = mem_.as<void>(sc.embed);
 }
@@ -557,21 +569,21 @@ std::vector<typename CudaEngine<T>::LayerOffsets> CudaEngine<T>::plan_layers(All
                                                                              bool fused) const {
   const size_t N = size_t(Bmax_) * Tmax_, NC = N * C_;
   const size_t probs = size_t(Bmax_) * H_ * Tmax_ * Tmax_;
-  const size_t e = sizeof(T), f = sizeof(float);
+  const size_t e = sizeof(T), f = sizeof(float), NL = N * size_t(ln_ld_);
   std::vector<LayerOffsets> lo(L_);
   // With --recompute the LayerNorm outputs and the GELU are rebuilt in backward from what is
   // kept (residuals, statistics, pre-activations), so one shared copy of each suffices.
   size_t shared_ln1 = 0, shared_ln2 = 0, shared_gelu = 0;
   if (opts_.recompute) {
-    shared_ln1 = plan.add("recompute: ln1", NC * e);
-    shared_ln2 = plan.add("recompute: ln2", NC * e);
+    shared_ln1 = plan.add("recompute: ln1", NL * e);
+    shared_ln2 = plan.add("recompute: ln2", NL * e);
     shared_gelu = plan.add("recompute: gelu", 4 * NC * e);
   }
   for (int l = 0; l < L_; ++l) {
     std::string p = "layer " + std::to_string(l) + ": ";
     LayerOffsets& x = lo[l];
     x.resid = plan.add(p + "residual", NC * e);
-    x.ln1 = opts_.recompute ? shared_ln1 : plan.add(p + "ln1", NC * e);
+    x.ln1 = opts_.recompute ? shared_ln1 : plan.add(p + "ln1", NL * e);
     x.ln1m = plan.add(p + "ln stats", N * f);
     x.ln1r = plan.add(p + "ln stats", N * f);
     x.qkvp = plan.add(p + "q k v", 3 * NC * e);
@@ -579,7 +591,7 @@ std::vector<typename CudaEngine<T>::LayerOffsets> CudaEngine<T>::plan_layers(All
     x.stats = fused ? plan.add(p + "attention statistics", size_t(Bmax_) * H_ * Tmax_ * f) : 0;
     x.atty = plan.add(p + "attention output", NC * e);
     x.mid = plan.add(p + "residual", NC * e);
-    x.ln2 = opts_.recompute ? shared_ln2 : plan.add(p + "ln2", NC * e);
+    x.ln2 = opts_.recompute ? shared_ln2 : plan.add(p + "ln2", NL * e);
     x.ln2m = plan.add(p + "ln stats", N * f);
     x.ln2r = plan.add(p + "ln stats", N * f);
     x.fc = plan.add(p + "mlp pre-activation", 4 * NC * e);
@@ -671,24 +683,24 @@ void CudaEngine<T>::forward(int B, int Tn) {
   Matmul& mm = *mm_;
   embedding_forward(acts_[0].resid, tokens_, w(wte_), w(wpe_), B, Tn, C_, stream_);
   layernorm_forward(acts_[0].ln1, acts_[0].ln1_mean, acts_[0].ln1_rstd, acts_[0].resid,
-                    w(lp_[0].ln1w), w(lp_[0].ln1b), N, C_, stream_);
+                    w(lp_[0].ln1w), w(lp_[0].ln1b), N, C_, ln_ld_, stream_);
   for (int l = 0; l < L_; ++l) {
     const LayerParams& p = lp_[l];
     LayerActs<T>& a = acts_[l];
     attention_block_forward(a, p, shape);
     mm.linear_forward(dA_, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_);
     residual_layernorm_forward(a.resid_mid, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid, dA_, w(p.ln2w),
-                               w(p.ln2b), N, C_, stream_);
+                               w(p.ln2b), N, C_, ln_ld_, stream_);
     fc_forward(a, p, N);
     mm.linear_forward(dA_, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_);
     // The residual add feeds the next LayerNorm directly: the next layer's ln1, or lnf.
     if (l + 1 < L_) {
       LayerActs<T>& n = acts_[l + 1];
       residual_layernorm_forward(n.resid, n.ln1, n.ln1_mean, n.ln1_rstd, a.resid_mid, dA_,
-                                 w(lp_[l + 1].ln1w), w(lp_[l + 1].ln1b), N, C_, stream_);
+                                 w(lp_[l + 1].ln1w), w(lp_[l + 1].ln1b), N, C_, ln_ld_, stream_);
     } else {
       residual_layernorm_forward(resid_final_, lnf_, lnf_mean_, lnf_rstd_, a.resid_mid, dA_,
-                                 w(lnfw_), w(lnfb_), N, C_, stream_);
+                                 w(lnfw_), w(lnfb_), N, C_, C_, stream_);
     }
   }
 }
@@ -717,13 +729,13 @@ void CudaEngine<T>::fc_forward(const LayerActs<T>& a, const LayerParams& p, int 
 #if RAILYARD_HAVE_CUTLASS
   if constexpr (!kFp32) {
     if (cutlass_fc_) {
-      cutlass_fc_->run(a.gelu, a.fc, a.ln2, C_, w(p.fcw), w(p.fcb), N, C_, 4 * C_, stream_);
+      cutlass_fc_->run(a.gelu, a.fc, a.ln2, ln_ld_, w(p.fcw), w(p.fcb), N, C_, 4 * C_, stream_);
       return;
     }
   }
 #endif
   mm_->linear_forward(a.gelu, a.ln2, w(p.fcw), w(p.fcb), N, C_, 4 * C_, cuda_dtype<T>(), stream_,
-                      a.fc);
+                      a.fc, ln_ld_);
 }
 
 template <typename T>
@@ -780,13 +792,15 @@ void CudaEngine<T>::attention_block_forward(LayerActs<T>& a, const LayerParams& 
   if constexpr (!kFp32) {
     if (fused_) {
       // The projection's output is what backward needs: kept as is, read by stride.
-      mm_->linear_forward(a.qkvp, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+      mm_->linear_forward(a.qkvp, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_, nullptr,
+                          ln_ld_);
       fused_->forward(a.atty, a.stats, a.qkvp, s, stream_);
       return;
     }
   }
 #endif
-  mm_->linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_);
+  mm_->linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_, nullptr,
+                      ln_ld_);
   attention_forward(*mm_, a.atty, a.qkvp, a.probs, o_heads_, qkv_, s, stream_);
 }
 
@@ -822,7 +836,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     LayerActs<T>& a = acts_[l];
     if (opts_.recompute) {
       layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_mid, w(p.ln2w), w(p.ln2b), N, C_,
-                        stream_);
+                        ln_ld_, stream_);
       gelu_forward(a.gelu, a.fc, n4, stream_);
     }
     // MLP: dresid is the gradient of the layer's output (its column sums, the gradient of mpb,
@@ -831,33 +845,46 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
     mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.fcw), d4_, a.ln2, N, C_, 4 * C_, dt, acc, stream_);
-    // fc's bias: its second pass joins the LayerNorm's (one launch for the two small sums).
-    const ColumnSums fcb =
-        bias_grad_first_pass(g(p.fcb), bias_partials_, d4_, N, 4 * C_, acc, stream_);
+    // fc's weight and bias gradients from one product (ln2's ones column).
+    weight_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc);
     layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), part, dB_, a.resid_mid, w(p.ln2w),
-                       a.ln2_mean, a.ln2_rstd, N, C_, true, acc, &fcb, stream_);
+                       a.ln2_mean, a.ln2_rstd, N, C_, true, acc, nullptr, stream_);
     // Attention.
     if (opts_.recompute) {
-      layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_,
+      layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_, ln_ld_,
                         stream_);
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
     attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.qkvw), qkv_, a.ln1, N, C_, 3 * C_, dt, acc, stream_);
-    const ColumnSums qkvb =
-        bias_grad_first_pass(g(p.qkvb), bias_partials_, qkv_, N, 3 * C_, acc, stream_);
+    weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc);
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, part, dB_, a.resid, w(p.ln1w),
-                       a.ln1_mean, a.ln1_rstd, N, C_, true, acc, &qkvb, stream_);
+                       a.ln1_mean, a.ln1_rstd, N, C_, true, acc, nullptr, stream_);
     if (exchange) exchange_->launch(size_t(l), stream_);
   }
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
   embedding_backward(g(wte_), g(wpe_), embed_scratch_, dresid_, tokens_, B, Tn, C_, V_, acc,
                      stream_);
   if (exchange) exchange_->launch(embedding_bucket(), stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O,
+                                     bool acc) {
+  // The product always overwrites its scratch; the split adds to the gradients where acc.
+  mm_->linear_backward_weight(wb_prod_, dy, x, N, ln_ld_, O, cuda_dtype<T>(), false, stream_);
+  split_ones_column_product(dw, db, wb_prod_, O, C_, ln_ld_, acc, stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::set_ones_columns() {
+  const int N = Bmax_ * Tmax_;
+  for (const LayerActs<T>& a : acts_) {
+    set_ones_column(a.ln1, N, C_, ln_ld_, stream_);
+    set_ones_column(a.ln2, N, C_, ln_ld_, stream_);
+  }
 }
 
 template <typename T>

@@ -71,9 +71,11 @@ __device__ void write_block_partials(float* partials, const float* acc, int C, i
 }
 
 // With delta non-null, the row is x + delta (rounded to T, the value stored and normalised).
+// out's rows are ld_out apart (columns past C are left as they are: a Linear's ones column).
 template <typename T>
 __global__ void layernorm_forward_kernel(T* resid_out, T* out, float* mean, float* rstd, const T* x,
-                                         const T* delta, const T* w, const T* b, int N, int C) {
+                                         const T* delta, const T* w, const T* b, int N, int C,
+                                         int ld_out) {
   int row = blockIdx.x * kWarps + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -94,7 +96,7 @@ __global__ void layernorm_forward_kernel(T* resid_out, T* out, float* mean, floa
     v += d * d;
   }
   float r = rsqrtf(warp_sum(v) / C + kLayerNormEps);
-  T* o = out + size_t(row) * C;
+  T* o = out + size_t(row) * ld_out;
   for (int c = lane; c < C; c += 32) {
     o[c] = from_f<T>((to_f(src[c]) - m) * r * to_f(w[c]) + to_f(b[c]));
   }
@@ -374,7 +376,7 @@ __global__ void __launch_bounds__(RegisterShape<T, P, kSum>::kWarps * 32, 1)
 template <typename T, int P>
 __global__ void layernorm_forward_packed_kernel(T* resid_out, T* out, float* mean, float* rstd,
                                                 const T* x, const T* delta, const T* w, const T* b,
-                                                int N, int C) {
+                                                int N, int C, int ld_out) {
   constexpr int kN = Pack<T>::kN;
   const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -419,7 +421,7 @@ __global__ void layernorm_forward_packed_kernel(T* resid_out, T* out, float* mea
       for (int k = 0; k < kN; ++k) {
         po.v[k] = from_f<T>((v[i][k] - m) * r * to_f(pw.v[k]) + to_f(pb.v[k]));
       }
-      store_pack(out + size_t(row) * C + q * kN, po);
+      store_pack(out + size_t(row) * ld_out + q * kN, po);
     }
   }
   if (lane == 0) {
@@ -430,12 +432,18 @@ __global__ void layernorm_forward_packed_kernel(T* resid_out, T* out, float* mea
 
 template <typename T>
 void launch_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
-                              const T* delta, const T* w, const T* b, int N, int C,
+                              const T* delta, const T* w, const T* b, int N, int C, int ld_out,
                               cudaStream_t stream) {
+  if (ld_out < C || ld_out % Pack<T>::kN != 0) {
+    throw std::invalid_argument("layernorm_forward: output row stride " + std::to_string(ld_out) +
+                                " for rows of " + std::to_string(C) +
+                                ": it must be >= the row and whole 16-byte packs");
+  }
   const int blocks = (N + kWarps - 1) / kWarps;
   const int lane_packs = (C / Pack<T>::kN + 31) / 32;
   auto launch = [&](auto kernel) {
-    kernel<<<blocks, kWarps * 32, 0, stream>>>(resid_out, out, mean, rstd, x, delta, w, b, N, C);
+    kernel<<<blocks, kWarps * 32, 0, stream>>>(resid_out, out, mean, rstd, x, delta, w, b, N, C,
+                                               ld_out);
   };
   if (lane_packs <= 1) {
     launch(layernorm_forward_packed_kernel<T, 1>);
@@ -528,15 +536,15 @@ int launch_layernorm_backward(T* dx, float* partials, const T* dy, const T* x, c
 
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
-                       int C, cudaStream_t stream) {
-  launch_layernorm_forward<T>(nullptr, out, mean, rstd, x, nullptr, w, b, N, C, stream);
+                       int C, int ld_out, cudaStream_t stream) {
+  launch_layernorm_forward<T>(nullptr, out, mean, rstd, x, nullptr, w, b, N, C, ld_out, stream);
 }
 
 template <typename T>
 void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
-                                const T* delta, const T* w, const T* b, int N, int C,
+                                const T* delta, const T* w, const T* b, int N, int C, int ld_out,
                                 cudaStream_t stream) {
-  launch_layernorm_forward<T>(resid_out, out, mean, rstd, x, delta, w, b, N, C, stream);
+  launch_layernorm_forward<T>(resid_out, out, mean, rstd, x, delta, w, b, N, C, ld_out, stream);
 }
 
 size_t layernorm_backward_partials(int N, int C) {
@@ -582,9 +590,9 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
 
 #define RY_INSTANTIATE(T)                                                                         \
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int,  \
-                                     cudaStream_t);                                               \
+                                     int, cudaStream_t);                                          \
   template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*,         \
-                                              const T*, const T*, int, int, cudaStream_t);        \
+                                              const T*, const T*, int, int, int, cudaStream_t);   \
   template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
                                       const T*, const float*, const float*, int, int, bool, bool, \
                                       const ColumnSums*, cudaStream_t);

@@ -12,14 +12,15 @@ namespace railyard::cuda {
 
 inline constexpr float kLayerNormEps = 1e-5f;
 
-// out = LN(x) * w + b over rows of C.
+// out = LN(x) * w + b over rows of C; out's rows ld_out apart (>= C, whole 16-byte packs), its
+// columns past C left as they are (a Linear's ones column, ones_column_kernels.hpp).
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
-                       int C, cudaStream_t stream);
+                       int C, int ld_out, cudaStream_t stream);
 // resid_out = x + delta, then out = LN(resid_out) * w + b: one pass over the residual stream.
 template <typename T>
 void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
-                                const T* delta, const T* w, const T* b, int N, int C,
+                                const T* delta, const T* w, const T* b, int N, int C, int ld_out,
                                 cudaStream_t stream);
 // Floats of scratch layernorm_backward needs for N rows of C (with or without dsum).
 size_t layernorm_backward_partials(int N, int C);

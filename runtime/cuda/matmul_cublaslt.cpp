@@ -230,17 +230,21 @@ void Matmul::launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo
 // Row-major M[r, c] is column-major M^T with leading dimension c; each product below is the
 // transposed identity of the row-major one it computes.
 void Matmul::linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I,
-                            int O, cudaDataType_t t, cudaStream_t stream, void* gelu_pre) {
-  gemm(forward_call(y, x, w, bias, N, I, O, t, gelu_pre), stream);
+                            int O, cudaDataType_t t, cudaStream_t stream, void* gelu_pre, int ldx) {
+  gemm(forward_call(y, x, w, bias, N, I, O, t, gelu_pre, ldx), stream);
 }
 
 GemmCall Matmul::forward_call(void* y, const void* x, const void* w, const void* bias, int N, int I,
-                              int O, cudaDataType_t t, void* gelu_pre) {
+                              int O, cudaDataType_t t, void* gelu_pre, int ldx) {
+  if (ldx != 0 && ldx < I) {
+    throw std::invalid_argument("Matmul: input rows " + std::to_string(ldx) +
+                                " apart, shorter than their " + std::to_string(I) + " columns");
+  }
   GemmCall c;  // Y^T[O,N] = W[O,I] X^T[I,N]
   c.trans_a = true;
   c.m = O, c.n = N, c.k = I;
   c.a = w, c.lda = I;
-  c.b = x, c.ldb = I;
+  c.b = x, c.ldb = ldx > 0 ? ldx : I;
   c.d = y, c.ldd = O;
   c.ab_type = t, c.d_type = t;
   c.bias = bias;

@@ -80,7 +80,8 @@ class Matmul {
 
   // The GemmCall each linear_* below issues (pointers included), for the same benches.
   static GemmCall forward_call(void* y, const void* x, const void* w, const void* bias, int N,
-                               int I, int O, cudaDataType_t t, void* gelu_pre = nullptr);
+                               int I, int O, cudaDataType_t t, void* gelu_pre = nullptr,
+                               int ldx = 0);
   static GemmCall backward_input_call(void* dx, const void* dy, const void* w, int N, int I, int O,
                                       cudaDataType_t t, bool accumulate,
                                       const void* gelu_pre = nullptr);
@@ -88,9 +89,11 @@ class Matmul {
                                        int O, cudaDataType_t t, bool accumulate);
 
   // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]); X, W, Y, bias of type `t`. With gelu_pre, Y is
-  // GELU of that and gelu_pre [N,O] receives the value before GELU (bias required).
+  // GELU of that and gelu_pre [N,O] receives the value before GELU (bias required). X's rows
+  // are ldx apart where ldx > 0 (at least I: a LayerNorm output with its ones column,
+  // ones_column_kernels.hpp), I apart otherwise.
   void linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I, int O,
-                      cudaDataType_t t, cudaStream_t stream, void* gelu_pre = nullptr);
+                      cudaDataType_t t, cudaStream_t stream, void* gelu_pre = nullptr, int ldx = 0);
   // dX[N,I] (= or +=, per `accumulate`) dY[N,O] W[O,I]. With gelu_pre (the forward's value
   // before GELU, [N,I]), dX is multiplied by GELU'(gelu_pre); not with accumulate.
   void linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,

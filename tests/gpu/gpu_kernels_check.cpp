@@ -22,6 +22,7 @@
 #include "grad_norm_kernels.hpp"
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
+#include "ones_column_kernels.hpp"
 #include "railyard/adamw.hpp"
 #include "railyard/cpu_kernels.hpp"
 
@@ -110,6 +111,33 @@ void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_
   r.check(t + " linear backward input + GELU' epilogue", gdx.download(), rgdx, tol<T>());
 }
 
+// The engine's ln1 and ln2: rows ones_column_ld(C) apart, a ones column after the C values
+// (ones_column_kernels.hpp), which the LayerNorm forward must leave as set_ones_column wrote it.
+template <typename T>
+void check_layernorm_ones_column(Report& r, const DevArray<T>& x, const DevArray<T>& w,
+                                 const DevArray<T>& b, const std::vector<double>& ref,
+                                 cudaStream_t s) {
+  const std::string t = type_name<T>();
+  const int ld = cuda::ones_column_ld(C);
+  DevArray<T> out(size_t(N) * ld);
+  DevArray<float> mean(N), rstd(N);
+  out.poison();
+  cuda::set_ones_column(out.ptr(), N, C, ld, s);
+  cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), N, C, ld,
+                          s);
+  const auto h = out.download();
+  std::vector<double> values, pad, pad_ref;
+  for (int n = 0; n < N; ++n) {
+    values.insert(values.end(), h.begin() + ptrdiff_t(n) * ld, h.begin() + ptrdiff_t(n) * ld + C);
+    for (int c = C; c < ld; ++c) {
+      pad.push_back(h[size_t(n) * ld + c]);
+      pad_ref.push_back(c == C ? 1.0 : 0.0);
+    }
+  }
+  r.check(t + " layernorm forward, rows with a ones column", values, ref, tol<T>());
+  r.same_bits(t + " ones column kept by layernorm forward", pad, pad_ref);
+}
+
 template <typename T>
 void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   std::string t = type_name<T>();
@@ -123,18 +151,19 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   out.poison();
   mean.poison();
   rstd.poison();
-  cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), N, C, s);
+  cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), N, C, C, s);
   std::vector<double> ro(out.n), rm(N), rr(N);
   cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
                                  N, C);
   r.check(t + " layernorm forward", out.download(), ro, tol<T>());
   r.check(t + " layernorm mean", mean.download(), rm, 1e-5);
   r.check(t + " layernorm rstd", rstd.download(), rr, 1e-5);
+  check_layernorm_ones_column<T>(r, x, w, b, ro, s);
 
   out.poison();
   resid.poison();
   cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
-                                   delta.ptr(), w.ptr(), b.ptr(), N, C, s);
+                                   delta.ptr(), w.ptr(), b.ptr(), N, C, C, s);
   std::vector<double> rres(resid.n);
   for (size_t i = 0; i < rres.size(); ++i) rres[i] = round_to<T>(float(hx[i] + hd[i]));
   cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), rres.data(), hw.data(), hb.data(),
@@ -640,6 +669,70 @@ void check_pinned_fc2_dgelu(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, c
   if (pin) check_pin_from_config(r, mm, call, *pin, dx, first, s);
 }
 
+// The qkv and fc weight and bias gradients as the engine takes them from one product (the
+// input's ones column, ones_column_kernels.hpp), at GPT-2's fc shape (16384 rows, 768 -> 3072):
+// the bias gradient against float64 column sums of dy, the weight gradient on a sample of its
+// rows, = and +=, and the same bits twice. The bias column is a fixed-order fp32 sum of 16384
+// terms in the product's tiles (expected error about 1e-6 relative), hence 1e-4.
+template <typename T>
+void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
+  constexpr int PN = 16 * 1024, PI = 768, PO = 4 * 768, kStride = 97;
+  const int ld = cuda::ones_column_ld(PI);
+  const std::string t = std::string(type_name<T>()) + " ones-column product (GPT-2 fc)";
+  DevArray<T> x(size_t(PN) * ld), dy(size_t(PN) * PO);
+  DevArray<float> prod(size_t(PO) * ld), dw(size_t(PO) * PI), db(PO);
+  auto hx = x.upload(random_vec(rng, x.n));
+  cuda::set_ones_column(x.ptr(), PN, PI, ld, s);
+  auto hdy = dy.upload(random_vec(rng, dy.n));
+  std::vector<double> rdb(PO, 0.0), rdw;
+  for (int n = 0; n < PN; ++n) {
+    for (int o = 0; o < PO; ++o) rdb[o] += hdy[size_t(n) * PO + o];
+  }
+  std::vector<int> sample;
+  for (int o = 0; o < PO; o += kStride) sample.push_back(o);
+  rdw.assign(sample.size() * PI, 0.0);
+  for (int n = 0; n < PN; ++n) {
+    const double* xr = hx.data() + size_t(n) * ld;  // the padding's host values are never read
+    for (size_t k = 0; k < sample.size(); ++k) {
+      const double g = hdy[size_t(n) * PO + sample[k]];
+      for (int c = 0; c < PI; ++c) rdw[k * PI + c] += g * xr[c];
+    }
+  }
+  auto sampled = [&](const std::vector<double>& w) {
+    std::vector<double> rows;
+    for (int o : sample)
+      rows.insert(rows.end(), w.begin() + ptrdiff_t(o) * PI, w.begin() + ptrdiff_t(o + 1) * PI);
+    return rows;
+  };
+  auto run = [&](bool acc) {
+    prod.poison();
+    mm.linear_backward_weight(prod.ptr(), dy.ptr(), x.ptr(), PN, ld, PO, cuda::cuda_dtype<T>(),
+                              false, s);
+    cuda::split_ones_column_product(dw.ptr(), db.ptr(), prod.ptr(), PO, PI, ld, acc, s);
+  };
+  dw.poison();
+  db.poison();
+  run(false);
+  const auto dw1 = dw.download(), db1 = db.download();
+  r.check(t + " bias (=)", db1, rdb, 1e-4);
+  r.check(t + " weight (=, sampled rows)", sampled(dw1), rdw, 1e-4);
+  run(false);
+  r.same_bits(t + " bias, twice", db.download(), db1);
+  r.same_bits(t + " weight, twice", dw.download(), dw1);
+  // Micro-steps after the first add the product to what the gradients hold.
+  auto hdw = dw.upload(random_vec(rng, dw.n)), hdb = db.upload(random_vec(rng, db.n));
+  run(true);
+  for (int o = 0; o < PO; ++o) rdb[o] += hdb[o];
+  const auto base = sampled(hdw);
+  for (size_t i = 0; i < rdw.size(); ++i) rdw[i] += base[i];
+  r.check(t + " bias (+=)", db.download(), rdb, 1e-4);
+  r.check(t + " weight (+=, sampled rows)", sampled(dw.download()), rdw, 1e-4);
+  const auto call = cuda::Matmul::backward_weight_call(prod.ptr(), dy.ptr(), x.ptr(), PN, ld, PO,
+                                                       cuda::cuda_dtype<T>(), false);
+  std::printf("     %s: %dx%dx%d runs %s\n", t.c_str(), call.m, call.n, call.k,
+              cuda::to_string(mm.algo_config(call)).c_str());
+}
+
 template <typename T>
 void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
   check_linear<T>(r, rng, mm, s);
@@ -671,6 +764,7 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_cross_entropy<T>(r, rng, s, 300, 80001, 80008);
   check_cross_entropy<T>(r, rng, s, 24, 120001, 120008);
   check_adamw<T>(r, rng, s);
+  check_ones_column_product<T>(r, rng, mm, s);
 }
 
 }  // namespace

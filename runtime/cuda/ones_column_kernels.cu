@@ -1,0 +1,76 @@
+#include <stdexcept>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "dtype.hpp"
+#include "ones_column_kernels.hpp"
+
+namespace railyard::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(size_t n) {
+  const size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65536 ? b : 65536);
+}
+
+template <typename T>
+__global__ void set_ones_column_kernel(T* x, int N, int I, int ld) {
+  const int pad = ld - I;
+  const size_t n = size_t(N) * pad;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t row = i / pad;
+    const int col = int(i - row * pad);
+    x[row * ld + I + col] = T(col == 0 ? 1.0f : 0.0f);
+  }
+}
+
+// Block row o of prod, one thread per column up to I (the zero padding is not read): coalesced
+// reads of prod and writes of dw, no index division.
+__global__ void split_ones_column_kernel(float* dw, float* db, const float* prod, int I, int ld,
+                                         bool accumulate) {
+  const int o = blockIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c > I) return;
+  const float v = prod[size_t(o) * ld + c];
+  float* out = c < I ? dw + size_t(o) * I + c : db + o;
+  *out = accumulate ? *out + v : v;
+}
+
+void check_shape(const char* what, int N, int I, int ld) {
+  if (N < 0 || I < 1 || ld <= I) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(N) + " rows of " +
+                                std::to_string(I) + " columns at stride " + std::to_string(ld) +
+                                "; the stride must leave room for the ones column (> columns)");
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void set_ones_column(T* x, int N, int I, int ld, cudaStream_t stream) {
+  check_shape("set_ones_column", N, I, ld);
+  if (N == 0) return;
+  set_ones_column_kernel<<<blocks_for(size_t(N) * (ld - I)), kThreads, 0, stream>>>(x, N, I, ld);
+  RY_CUDA_LAUNCHED();
+}
+
+void split_ones_column_product(float* dw, float* db, const float* prod, int O, int I, int ld,
+                               bool accumulate, cudaStream_t stream) {
+  check_shape("split_ones_column_product", O, I, ld);
+  if (O > 65535) {
+    throw std::invalid_argument("split_ones_column_product: " + std::to_string(O) +
+                                " output rows, more than one grid dimension holds (65535)");
+  }
+  if (O == 0) return;
+  const dim3 grid((I + 1 + kThreads - 1) / kThreads, O);
+  split_ones_column_kernel<<<grid, kThreads, 0, stream>>>(dw, db, prod, I, ld, accumulate);
+  RY_CUDA_LAUNCHED();
+}
+
+template void set_ones_column<float>(float*, int, int, int, cudaStream_t);
+template void set_ones_column<bf16>(bf16*, int, int, int, cudaStream_t);
+
+}  // namespace railyard::cuda
