@@ -88,7 +88,8 @@ if has build; then
   # CUTLASS's kernels are the longest units: they compile beside the rest.
   has cutlass && grep -q "CUTLASS GELU bench: ON" "$W/cmake.log" && extra="$extra cutlass_gelu_bench"
   grep -q "CUTLASS fc forward: ON" "$W/cmake.log" && extra="$extra gpu_cutlass_check"
-  ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check $extra \
+  ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check \
+    gpu_graph_memsets_check $extra \
     > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
   log build done
 fi
@@ -96,6 +97,8 @@ fi
 if has check; then
   log check: kernels
   timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$W/checks.log"
+  log check: small memsets of a graph as kernels
+  timeout 120 "$BUILD/tests/gpu/gpu_graph_memsets_check" 2>&1 | tee -a "$W/checks.log"
   if [ -x "$BUILD/tests/gpu/gpu_cutlass_check" ]; then
     log check: the CUTLASS fc forward
     timeout 300 "$BUILD/tests/gpu/gpu_cutlass_check" 2>&1 | tee -a "$W/checks.log"

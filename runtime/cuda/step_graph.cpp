@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cuda_check.hpp"
+#include "graph_memsets.hpp"
 
 namespace railyard::cuda {
 namespace {
@@ -66,6 +67,7 @@ bool StepGraphs::capture(Entry& e, cudaStream_t stream, const std::function<void
       throw;
     }
     RY_CUDA(cudaStreamEndCapture(stream, &graph));
+    memsets_as_kernels_ += replace_small_memsets(graph);
     RY_CUDA(cudaGraphInstantiate(&e.exec, graph, 0));
   } catch (const std::exception& ex) {
     why = ex.what();
@@ -103,7 +105,8 @@ std::string StepGraphs::describe() const {
   if (enabled_ && captured_ == 0) return "cuda-graphs:on";
   if (enabled_) {
     return "cuda-graphs:on (" + std::to_string(captured_) + " captured, " +
-           std::to_string(replays_) + " launches)";
+           std::to_string(replays_) + " launches, " + std::to_string(memsets_as_kernels_) +
+           " memsets as kernels)";
   }
   if (off_reason_.empty()) return "cuda-graphs:off";
   return "cuda-graphs:off (capture failed)";

@@ -49,7 +49,8 @@ class StepGraphs {
   // must queue all its work on `stream` (or on streams it forks from and joins back to it).
   void run(const StepKey& key, cudaStream_t stream, const std::function<void()>& launch);
 
-  // "cuda-graphs:on", with "(N captured, M launches)" once graphs run (the checks read that),
+  // "cuda-graphs:on", with "(N captured, M launches, K memsets as kernels)" once graphs run (the
+  // checks read that; graph_memsets.hpp says why memsets become kernels),
   // "cuda-graphs:off", or "cuda-graphs:off (capture failed)".
   std::string describe() const;
 
@@ -68,7 +69,7 @@ class StepGraphs {
   bool enabled_;
   std::string off_reason_;
   std::map<StepKey, Entry> graphs_;
-  size_t captured_ = 0, replays_ = 0;
+  size_t captured_ = 0, replays_ = 0, memsets_as_kernels_ = 0;
   bool full_logged_ = false;
 };
 
