@@ -2,7 +2,9 @@
 """The cuBLASLt pin table (runtime/cuda/gemm_pins.cpp) from a gemm_step_survey result
 (bench/results/gemm-survey.json): one entry per product whose "pick" is not the heuristic's first
 (candidate 0), keyed by the survey's GPU, cuBLASLt and product, pinned to the picked candidate's
-configuration, heuristic or enumerated alike.
+configuration. An enumerated pick (a configuration cuBLASLt's heuristic did not offer) gives way
+to the fastest heuristic candidate within ENUMERATED_MARGIN of its time: a noise-sized gain does
+not justify a configuration outside what the heuristic vouches for.
 
 Usage:
   gemm_pins_from_survey.py SURVEY_JSON                 print the table's generated part
@@ -25,6 +27,7 @@ TYPES = {"bf16": "CUDA_R_16BF", "fp32": "CUDA_R_32F"}
 EPILOGUES = {"DEFAULT", "BIAS", "GELU_AUX_BIAS", "DGELU"}
 # Fixed-order reductions only: "inplace" adds split-K parts in whatever order they finish.
 REDUCTIONS = {"none": "NONE", "compute_type": "COMPUTE_TYPE", "output_type": "OUTPUT_TYPE"}
+ENUMERATED_MARGIN = 0.005
 CONFIG_FIELDS = ("algo_id", "tile_id", "stages_id", "splitk", "reduction", "swizzle",
                  "custom_option", "inner_shape_id", "cluster_shape_id")
 
@@ -75,12 +78,25 @@ def config(c, where):
     return ", ".join(values)
 
 
-def entry(survey, p, i):
-    where = f"products[{i}] ({p.get('name', '?')})"
+def chosen(p, where):
+    """The candidate to pin: the survey's pick, or a heuristic one as fast within the margin."""
     cands = field(p, "candidates", where)
     pick = int(field(p, "pick", where))
     if not 0 <= pick < len(cands):
         raise SurveyError(f"{where}: pick {pick} is outside its {len(cands)} candidates")
+    if cands[pick].get("source") != "enumerated":
+        return pick
+    limit = field(cands[pick], "median_ms", where) * (1 + ENUMERATED_MARGIN)
+    near = [i for i, c in enumerate(cands)
+            if c.get("source") == "heuristic" and c.get("same_bits") and not c.get("screened")
+            and c.get("median_ms", limit + 1) <= limit]
+    return min(near, key=lambda i: (cands[i]["median_ms"], i)) if near else pick
+
+
+def entry(survey, p, i):
+    where = f"products[{i}] ({p.get('name', '?')})"
+    cands = field(p, "candidates", where)
+    pick = chosen(p, where)
     c, first = cands[pick], cands[0]
     if c.get("screened") or not field(c, "same_bits", where):
         raise SurveyError(f"{where}: the picked candidate #{pick} did not give the same bits "
@@ -100,12 +116,13 @@ def generated(survey):
             f"{survey['sm']}, cuBLASLt {survey.get('cublaslt_version')}; commit "
             f"{survey.get('commit', 'unknown')}, {survey.get('date', 'date unknown')}): each "
             "product whose \"pick\" is not the heuristic's first, by the survey's fixed rule (same "
-            "bits every run, within max_diff of the first, >= 3% faster). Fields in GemmPinKey's "
+            "bits every run, within max_diff of the first, >= 3% faster; an enumerated pick gives way to "
+            "a heuristic candidate within 0.5% of its time). Fields in GemmPinKey's "
             "and GemmAlgoConfig's order (tile, stages and cluster are cublasLt.h's enum values).")
     out = [BEGIN] + ["// " + l for l in textwrap.wrap(head, 96)]
     out += ["std::vector<GemmPin> make_table() {", "  return {"]
     for i, p in enumerate(field(survey, "products", where)):
-        if int(field(p, "pick", f"products[{i}]")) != 0:
+        if chosen(p, f"products[{i}]") != 0:
             out += entry(survey, p, i)
     out += ["  };", "}", END]
     return "\n".join(out) + "\n"
