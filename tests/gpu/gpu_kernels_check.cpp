@@ -479,17 +479,16 @@ void check_cudnn_attention_pinned(Report& r, std::mt19937_64& rng, cudaStream_t 
 }
 #endif
 
-// rows x Vp logits: staged in shared memory where a row fits (two rows per block where two fit,
-// copied a row ahead; one where only one fits, copied round by round behind the gradient; blocks
-// take several rows when N is above the grid), read twice where it does not; the label says
-// which path ran. Run twice
-// for the same bits, then without the gradient (losses only, logits left as they are).
+// rows x Vp logits: staged in shared memory where a row fits (one row per block, as many blocks
+// per multiprocessor as fit; blocks take several rows when N is above the grid), read twice where
+// it does not; the label says which path ran. Run twice for the same bits, then without the
+// gradient (losses only, logits left as they are).
 template <typename T>
 void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N, int V, int Vp) {
   const int staged = cuda::cross_entropy_staged_rows<T>(Vp);
   std::string t = type_name<T>() + std::string(" V ") + std::to_string(V) + " N " +
                   std::to_string(N) +
-                  (staged > 0 ? " staged, " + std::to_string(staged) + " row(s) per block"
+                  (staged > 0 ? " staged, " + std::to_string(staged) + " block(s) per SM"
                               : std::string(" read twice"));
   std::vector<int32_t> tgt(N);
   std::uniform_int_distribution<int> pick(0, V - 1);
@@ -754,11 +753,11 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_embedding_backward_width<T>(r, rng, s, 2, 64, 2560);  // more packs than threads
   check_attention<T>(r, rng, mm, s);
   check_cross_entropy<T>(r, rng, s, N, V, Vp);
-  // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two rows per block, fp32 one),
-  // 600 rows so that each block of the staged grid takes several (both buffers' barriers go
-  // through several phases), 5 so that most blocks' second buffer stays empty; 160 KB bf16 rows,
-  // one per block in bf16 (fp32 reads them twice); and rows too long for any device's shared
-  // memory (240 KB in bf16), read twice.
+  // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two blocks per multiprocessor, fp32
+  // one), 600 rows so that each block of the staged grid takes several (each copies its next row
+  // in behind its gradient), 5 so that the grid is only 5 blocks and no block has a next row;
+  // 160 KB bf16 rows, one block per multiprocessor (fp32 reads them twice); and rows too long
+  // for any device's shared memory (240 KB in bf16), read twice.
   check_cross_entropy<T>(r, rng, s, 600, 50257, 50304);
   check_cross_entropy<T>(r, rng, s, 5, 50257, 50304);
   check_cross_entropy<T>(r, rng, s, 300, 80001, 80008);
