@@ -183,7 +183,7 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   auto hdb = db.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(N, C));
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, true, true, nullptr, s);
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, true, true, s);
   // The device used the fp32 statistics; so does the reference.
   std::vector<double> fm(N), fr(N);
   for (int i = 0; i < N; ++i) fm[i] = float(rm[i]), fr[i] = float(rr[i]);
@@ -197,7 +197,7 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   dw.poison();
   db.poison();
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, nullptr, s);
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
   auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download();
   std::vector<double> zdx(dx.n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
@@ -206,7 +206,7 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.check(t + " layernorm backward dw (fp32, =)", dw1, zdw, 1e-5);
   r.check(t + " layernorm backward db (fp32, =)", db1, zdb, 1e-5);
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, nullptr, s);
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
   r.same_bits(t + " layernorm backward dw, twice", dw.download(), dw1);
   r.same_bits(t + " layernorm backward db, twice", db.download(), db1);
 }
@@ -239,8 +239,7 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   auto hds = dsum.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(rows, C));
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, nullptr,
-                           s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, s);
   std::vector<double> rdx = hdx, rdw = hdw, rdb = hdb;
   cpu::layernorm_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(),
                                   hw.data(), fm.data(), fr.data(), rows, C);
@@ -259,36 +258,19 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   db.poison();
   dsum.poison();
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, nullptr,
-                           s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
   const auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download(), ds1 = dsum.download();
   std::vector<double> zdx(n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
                                   hw.data(), fm.data(), fr.data(), rows, C);
   r.check(t + " backward dx (=)", dx1, zdx, tol<T>());
   r.check(t + " backward dw (fp32, =)", dw1, zdw, 1e-5);
+  r.check(t + " backward db (fp32, =)", db1, zdb, 1e-5);
   r.check(t + " dx column sums (fp32, =)", ds1, add_column_sums(zero, dx1, C), 1e-5);
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, nullptr,
-                           s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
   r.same_bits(t + " dx column sums, twice", dsum.download(), ds1);
   r.same_bits(t + " backward dw with column sums, twice", dw.download(), dw1);
-
-  // A bias gradient's second pass in the LayerNorm's launch: the bits of each run alone.
-  DevArray<float> bias(C), bias_partials(cuda::bias_grad_partials(rows, C));
-  cuda::bias_grad(bias.ptr(), bias_partials.ptr(), dy.ptr(), rows, C, false, s);
-  const auto alone = bias.download();
-  bias.poison();
-  db.poison();
-  dsum.poison();
-  const cuda::ColumnSums pending =
-      cuda::bias_grad_first_pass(bias.ptr(), bias_partials.ptr(), dy.ptr(), rows, C, false, s);
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false,
-                           &pending, s);
-  r.same_bits(t + " bias gradient, merged second pass", bias.download(), alone);
-  r.same_bits(t + " dx column sums, merged second pass", dsum.download(), ds1);
-  r.same_bits(t + " backward db, merged second pass", db.download(), db1);
 }
 
 template <typename T>
