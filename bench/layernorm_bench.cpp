@@ -190,7 +190,7 @@ json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s,
     rc::layernorm_backward(eng.dx.as<bf16>(), eng.dw.as<float>(), eng.db.as<float>(),
                            sum ? eng.dsum.as<float>() : nullptr, eng.partials.as<float>(),
                            dy.as<bf16>(), x.as<bf16>(), w.as<bf16>(), mean.as<float>(),
-                           rstd.as<float>(), kRows, kC, accumulate, false, nullptr, s);
+                           rstd.as<float>(), kRows, kC, accumulate, false, s);
   };
   const std::vector<Contender> cs = {{[&] { copy(ref.dx, dx0, s); }, run_ref},
                                      {[&] { copy(eng.dx, dx0, s); }, run_eng}};

@@ -60,8 +60,8 @@ size_t bias_grad_partials(int N, int O) {
 }
 
 template <typename T>
-ColumnSums bias_grad_first_pass(float* db, float* partials, const T* dy, int N, int O,
-                                bool accumulate, cudaStream_t stream) {
+void bias_grad(float* db, float* partials, const T* dy, int N, int O, bool accumulate,
+               cudaStream_t stream) {
   if (O % Pack<T>::kN != 0) {
     throw std::invalid_argument("bias_grad: " + std::to_string(O) +
                                 " columns, not whole 16-byte packs");
@@ -76,21 +76,10 @@ ColumnSums bias_grad_first_pass(float* db, float* partials, const T* dy, int N, 
   second.cols = second.width = O;
   second.out[0] = db;
   second.accumulate = accumulate;
-  return second;
+  sum_partial_columns(second, stream);
 }
 
-template <typename T>
-void bias_grad(float* db, float* partials, const T* dy, int N, int O, bool accumulate,
-               cudaStream_t stream) {
-  sum_partial_columns(bias_grad_first_pass(db, partials, dy, N, O, accumulate, stream), stream);
-}
-
-#define RY_INSTANTIATE(T)                                                               \
-  template void bias_grad<T>(float*, float*, const T*, int, int, bool, cudaStream_t);   \
-  template ColumnSums bias_grad_first_pass<T>(float*, float*, const T*, int, int, bool, \
-                                              cudaStream_t);
-RY_INSTANTIATE(float)
-RY_INSTANTIATE(bf16)
-#undef RY_INSTANTIATE
+template void bias_grad<float>(float*, float*, const float*, int, int, bool, cudaStream_t);
+template void bias_grad<bf16>(float*, float*, const bf16*, int, int, bool, cudaStream_t);
 
 }  // namespace railyard::cuda

@@ -1,9 +1,9 @@
 #pragma once
-// One softmax cross-entropy row, piece by piece, shared by the loss kernels
-// (cross_entropy_kernels.cu) and the bench's reference kernel: the online (max, sum of
-// exponentials) over 16-byte packs, the block's fixed-order combination of the threads' pairs
-// into the row's loss, and the gradient of a pack. Every sum runs in an order fixed by the
-// block's shape: the same bits run to run.
+// One softmax cross-entropy row, piece by piece, shared by cross_entropy_kernels.cu's two loss
+// kernels (rows staged and rows read twice): the online (max, sum of exponentials) over 16-byte
+// packs, the block's fixed-order combination of the threads' pairs into the row's loss, and the
+// gradient of a pack. Every sum runs in an order fixed by the block's shape: the same bits run to
+// run.
 
 #include <cmath>
 

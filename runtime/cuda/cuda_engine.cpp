@@ -829,7 +829,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   // sums the columns of the residual gradient it leaves: the bias gradient of the projection
   // whose output that gradient is (the MLP's of the layer below, or the attention's after ln2).
   layernorm_backward(dresid_, g(lnfw_), g(lnfb_), g(lp_[L_ - 1].mpb), part, dB_, resid_final_,
-                     w(lnfw_), lnf_mean_, lnf_rstd_, N, C_, false, acc, nullptr, stream_);
+                     w(lnfw_), lnf_mean_, lnf_rstd_, N, C_, false, acc, stream_);
   if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
   for (int l = L_ - 1; l >= 0; --l) {
     const LayerParams& p = lp_[l];
@@ -848,7 +848,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     // fc's weight and bias gradients from one product (ln2's ones column).
     weight_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc);
     layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), part, dB_, a.resid_mid, w(p.ln2w),
-                       a.ln2_mean, a.ln2_rstd, N, C_, true, acc, nullptr, stream_);
+                       a.ln2_mean, a.ln2_rstd, N, C_, true, acc, stream_);
     // Attention.
     if (opts_.recompute) {
       layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_, ln_ld_,
@@ -861,7 +861,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc);
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, part, dB_, a.resid, w(p.ln1w),
-                       a.ln1_mean, a.ln1_rstd, N, C_, true, acc, nullptr, stream_);
+                       a.ln1_mean, a.ln1_rstd, N, C_, true, acc, stream_);
     if (exchange) exchange_->launch(size_t(l), stream_);
   }
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.

@@ -12,10 +12,6 @@ static_assert(kMaxColumnSumOutputs == 3, "the kernel selects among three outputs
 
 constexpr int kLanes = 16;  // row lanes per block; each sums rows lane, lane + 16, ...
 
-int column_blocks(const ColumnSums& s) {
-  return (s.cols + 31) / 32;
-}
-
 void check_shape(const ColumnSums& s) {
   if (s.cols < 0 || s.rows < 0 || s.width <= 0 || s.cols > kMaxColumnSumOutputs * s.width) {
     throw std::invalid_argument(
@@ -26,13 +22,10 @@ void check_shape(const ColumnSums& s) {
 }
 
 // Block (32, kLanes): 32 adjacent columns read coalesced; the lanes' sums meet in shared memory
-// and are added in lane order, so the grouping of the sum never changes. Blocks below
-// first_blocks serve `a`, the rest `b` (the choice is per block, so barriers stay uniform).
-__global__ void sum_partial_columns_kernel(ColumnSums a, ColumnSums b, int first_blocks) {
+// and are added in lane order, so the grouping of the sum never changes.
+__global__ void sum_partial_columns_kernel(ColumnSums s) {
   __shared__ float part[kLanes][33];
-  const bool second = int(blockIdx.x) >= first_blocks;
-  const ColumnSums s = second ? b : a;  // by value: a reference would copy both to the stack
-  const int col = (blockIdx.x - (second ? first_blocks : 0)) * 32 + threadIdx.x;
+  const int col = blockIdx.x * 32 + threadIdx.x;
   float t = 0.0f;
   if (col < s.cols) {
     // Unrolled so several loads are in flight; the additions stay in row order.
@@ -53,19 +46,10 @@ __global__ void sum_partial_columns_kernel(ColumnSums a, ColumnSums b, int first
 }  // namespace
 
 void sum_partial_columns(const ColumnSums& sums, cudaStream_t stream) {
-  sum_partial_columns(sums, ColumnSums{}, stream);
-}
-
-void sum_partial_columns(const ColumnSums& first, const ColumnSums& second, cudaStream_t stream) {
-  check_shape(first);
-  const int first_blocks = column_blocks(first);
-  int blocks = first_blocks;
-  if (second.cols > 0) {
-    check_shape(second);
-    blocks += column_blocks(second);
-  }
+  check_shape(sums);
+  const int blocks = (sums.cols + 31) / 32;
   if (blocks == 0) return;
-  sum_partial_columns_kernel<<<blocks, dim3(32, kLanes), 0, stream>>>(first, second, first_blocks);
+  sum_partial_columns_kernel<<<blocks, dim3(32, kLanes), 0, stream>>>(sums);
   RY_CUDA_LAUNCHED();
 }
 

@@ -20,8 +20,5 @@ struct ColumnSums {
 };
 
 void sum_partial_columns(const ColumnSums& sums, cudaStream_t stream);
-// Two independent second passes in one launch (small sums are mostly launch and tail): each
-// keeps its own order, so the bits equal those of two separate launches.
-void sum_partial_columns(const ColumnSums& first, const ColumnSums& second, cudaStream_t stream);
 
 }  // namespace railyard::cuda

@@ -555,8 +555,7 @@ size_t layernorm_backward_partials(int N, int C) {
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, const ColumnSums* also,
-                        cudaStream_t stream) {
+                        bool accumulate, bool accumulate_params, cudaStream_t stream) {
   // Rows of at most 4 packs per lane take the register kernel, with dx's column sums always;
   // wider ones keep their sums in shared memory, where the third slice may not fit: dx's
   // column sums then by bias_grad's kernel after this pass.
@@ -584,7 +583,7 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
   sums.out[1] = db;
   sums.out[2] = fused_sum ? dsum : nullptr;
   sums.accumulate = accumulate_params;
-  sum_partial_columns(sums, also != nullptr ? *also : ColumnSums{}, stream);
+  sum_partial_columns(sums, stream);
   if (dsum != nullptr && !fused_sum) bias_grad(dsum, partials, dx, N, C, accumulate_params, stream);
 }
 
@@ -595,7 +594,7 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
                                               const T*, const T*, int, int, int, cudaStream_t);   \
   template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
                                       const T*, const float*, const float*, int, int, bool, bool, \
-                                      const ColumnSums*, cudaStream_t);
+                                      cudaStream_t);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

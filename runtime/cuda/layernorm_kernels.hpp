@@ -6,8 +6,6 @@
 
 #include <cstddef>
 
-#include "fixed_order_sum.hpp"
-
 namespace railyard::cuda {
 
 inline constexpr float kLayerNormEps = 1e-5f;
@@ -31,13 +29,10 @@ size_t layernorm_backward_partials(int N, int C);
 // gradient of the Linear layer whose output gradient dx is (GPT's residual stream), without
 // reading dx again (rows too wide for a third slice of shared memory read it once more).
 // The parameter sums run in two fixed-order passes through `partials`
-// (layernorm_backward_partials(N, C) floats): the same bits every run. `also`, when not null,
-// is another reduction's pending second pass (its partials elsewhere, already launched), run
-// in the same launch as this one's.
+// (layernorm_backward_partials(N, C) floats): the same bits every run.
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, const ColumnSums* also,
-                        cudaStream_t stream);
+                        bool accumulate, bool accumulate_params, cudaStream_t stream);
 
 }  // namespace railyard::cuda

@@ -183,7 +183,7 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   auto hdb = db.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(N, C));
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, true, true, nullptr, s);
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, true, true, s);
   // The device used the fp32 statistics; so does the reference.
   std::vector<double> fm(N), fr(N);
   for (int i = 0; i < N; ++i) fm[i] = float(rm[i]), fr[i] = float(rr[i]);
@@ -197,7 +197,7 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   dw.poison();
   db.poison();
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, nullptr, s);
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
   auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download();
   std::vector<double> zdx(dx.n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
@@ -206,7 +206,7 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.check(t + " layernorm backward dw (fp32, =)", dw1, zdw, 1e-5);
   r.check(t + " layernorm backward db (fp32, =)", db1, zdb, 1e-5);
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, nullptr, s);
+                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
   r.same_bits(t + " layernorm backward dw, twice", dw.download(), dw1);
   r.same_bits(t + " layernorm backward db, twice", db.download(), db1);
 }
@@ -239,8 +239,7 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   auto hds = dsum.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(rows, C));
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, nullptr,
-                           s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, s);
   std::vector<double> rdx = hdx, rdw = hdw, rdb = hdb;
   cpu::layernorm_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(),
                                   hw.data(), fm.data(), fr.data(), rows, C);
@@ -259,36 +258,19 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   db.poison();
   dsum.poison();
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, nullptr,
-                           s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
   const auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download(), ds1 = dsum.download();
   std::vector<double> zdx(n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
                                   hw.data(), fm.data(), fr.data(), rows, C);
   r.check(t + " backward dx (=)", dx1, zdx, tol<T>());
   r.check(t + " backward dw (fp32, =)", dw1, zdw, 1e-5);
+  r.check(t + " backward db (fp32, =)", db1, zdb, 1e-5);
   r.check(t + " dx column sums (fp32, =)", ds1, add_column_sums(zero, dx1, C), 1e-5);
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, nullptr,
-                           s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
   r.same_bits(t + " dx column sums, twice", dsum.download(), ds1);
   r.same_bits(t + " backward dw with column sums, twice", dw.download(), dw1);
-
-  // A bias gradient's second pass in the LayerNorm's launch: the bits of each run alone.
-  DevArray<float> bias(C), bias_partials(cuda::bias_grad_partials(rows, C));
-  cuda::bias_grad(bias.ptr(), bias_partials.ptr(), dy.ptr(), rows, C, false, s);
-  const auto alone = bias.download();
-  bias.poison();
-  db.poison();
-  dsum.poison();
-  const cuda::ColumnSums pending =
-      cuda::bias_grad_first_pass(bias.ptr(), bias_partials.ptr(), dy.ptr(), rows, C, false, s);
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false,
-                           &pending, s);
-  r.same_bits(t + " bias gradient, merged second pass", bias.download(), alone);
-  r.same_bits(t + " dx column sums, merged second pass", dsum.download(), ds1);
-  r.same_bits(t + " backward db, merged second pass", db.download(), db1);
 }
 
 template <typename T>
@@ -479,17 +461,16 @@ void check_cudnn_attention_pinned(Report& r, std::mt19937_64& rng, cudaStream_t 
 }
 #endif
 
-// rows x Vp logits: staged in shared memory where a row fits (two rows per block where two fit,
-// copied a row ahead; one where only one fits, copied round by round behind the gradient; blocks
-// take several rows when N is above the grid), read twice where it does not; the label says
-// which path ran. Run twice
-// for the same bits, then without the gradient (losses only, logits left as they are).
+// rows x Vp logits: staged in shared memory where a row fits (one row per block, as many blocks
+// per multiprocessor as fit; blocks take several rows when N is above the grid), read twice where
+// it does not; the label says which path ran. Run twice for the same bits, then without the
+// gradient (losses only, logits left as they are).
 template <typename T>
 void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N, int V, int Vp) {
   const int staged = cuda::cross_entropy_staged_rows<T>(Vp);
   std::string t = type_name<T>() + std::string(" V ") + std::to_string(V) + " N " +
                   std::to_string(N) +
-                  (staged > 0 ? " staged, " + std::to_string(staged) + " row(s) per block"
+                  (staged > 0 ? " staged, " + std::to_string(staged) + " block(s) per SM"
                               : std::string(" read twice"));
   std::vector<int32_t> tgt(N);
   std::uniform_int_distribution<int> pick(0, V - 1);
@@ -754,11 +735,11 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_embedding_backward_width<T>(r, rng, s, 2, 64, 2560);  // more packs than threads
   check_attention<T>(r, rng, mm, s);
   check_cross_entropy<T>(r, rng, s, N, V, Vp);
-  // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two rows per block, fp32 one),
-  // 600 rows so that each block of the staged grid takes several (both buffers' barriers go
-  // through several phases), 5 so that most blocks' second buffer stays empty; 160 KB bf16 rows,
-  // one per block in bf16 (fp32 reads them twice); and rows too long for any device's shared
-  // memory (240 KB in bf16), read twice.
+  // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two blocks per multiprocessor, fp32
+  // one), 600 rows so that each block of the staged grid takes several (each copies its next row
+  // in behind its gradient), 5 so that the grid is only 5 blocks and no block has a next row;
+  // 160 KB bf16 rows, one block per multiprocessor (fp32 reads them twice); and rows too long
+  // for any device's shared memory (240 KB in bf16), read twice.
   check_cross_entropy<T>(r, rng, s, 600, 50257, 50304);
   check_cross_entropy<T>(r, rng, s, 5, 50257, 50304);
   check_cross_entropy<T>(r, rng, s, 300, 80001, 80008);
