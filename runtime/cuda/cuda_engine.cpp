@@ -35,6 +35,7 @@
 #include "matmul_cublaslt.hpp"
 #include "nccl_comm.hpp"
 #include "ones_column_kernels.hpp"
+#include "ones_column_product.hpp"
 #include "railyard/adamw.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/contract_env.hpp"
@@ -873,9 +874,13 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
 template <typename T>
 void CudaEngine<T>::weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O,
                                      bool acc) {
-  // The product always overwrites its scratch; the split adds to the gradients where acc.
-  mm_->linear_backward_weight(wb_prod_, dy, x, N, ln_ld_, O, cuda_dtype<T>(), false, stream_);
-  split_ones_column_product(dw, db, wb_prod_, O, C_, ln_ld_, acc, stream_);
+  // Per the GEMM survey on an H200 (bench/NOTES.md, issue 12): fc's product (O = 4C) runs
+  // 107 us as [ld, O] against 114 us as [O, ld], the transposing split dearer by less; qkv's
+  // [O, ld] with the pin runs as fast as its transpose in the step (89 us), its split plainer.
+  const OnesColumnLayout layout =
+      O == 4 * C_ ? OnesColumnLayout::kInputsByOutputs : OnesColumnLayout::kOutputsByInputs;
+  ones_column_weight_bias_grad(*mm_, dw, db, wb_prod_, dy, x, N, C_, O, cuda_dtype<T>(), layout,
+                               acc, stream_);
 }
 
 template <typename T>
