@@ -28,8 +28,8 @@ void set_ones_column(T* x, int N, int I, int ld, cudaStream_t stream);
 enum class OnesColumnLayout { kOutputsByInputs, kInputsByOutputs };
 
 // prod (fp32, laid out as `layout`) split into dw [O, I] and db [O] (fp32): written, or added to
-// with accumulate (micro-steps after the first). Elementwise (the transposed layout tiled through
-// shared memory, so reads and writes stay coalesced): no sums of its own.
+// with accumulate (micro-steps after the first). Elementwise, in 32 x 32 tiles through shared
+// memory so that reads and writes stay coalesced in either layout: no sums of its own.
 void split_ones_column_product(float* dw, float* db, const float* prod, int O, int I, int ld,
                                OnesColumnLayout layout, bool accumulate, cudaStream_t stream);
 
