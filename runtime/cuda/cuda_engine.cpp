@@ -159,10 +159,11 @@ class CudaEngine final : public Engine {
   // The attention block of layer l: from ln1 to atty, and from d(atty) in dB_ to dqkv in qkv_.
   void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
   void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
-  // The fc product with GELU fused: a.gelu and a.fc from a.ln2 (fc_forward_description says
-  // which kernel).
+  // The MLP's products with GELU fused (mlp_gelu_description says which kernels): a.gelu and
+  // a.fc from a.ln2; d4 (the gradient of a.fc) from dresid and a.fc.
   void fc_forward(const LayerActs<T>& a, const LayerParams& p, int N);
-  std::string fc_forward_description() const;
+  void fc2_backward_input(const LayerActs<T>& a, const LayerParams& p, int N);
+  std::string mlp_gelu_description() const;
   bool fused_attention() const;
   // " attention:built-in", or " attention:cudnn(fwd <plan>, bwd <plan>)" at the planned shape.
   std::string attention_description() const;
@@ -253,7 +254,9 @@ class CudaEngine final : public Engine {
   std::unique_ptr<CudnnAttention> fused_;
 #endif
 #if RAILYARD_HAVE_CUTLASS
-  std::unique_ptr<CutlassGeluForward> cutlass_fc_;  // bf16 on compute capability 9.0 only
+  // bf16 on compute capability 9.0 only; both or neither.
+  std::unique_ptr<CutlassGeluForward> cutlass_fc_;
+  std::unique_ptr<CutlassGeluBackward> cutlass_dgelu_;
 #endif
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
@@ -281,11 +284,12 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>();
 #if RAILYARD_HAVE_CUTLASS
-  if (!kFp32 && CutlassGeluForward::supports(device_)) {
+  if (!kFp32 && cutlass_sm90_supports(device_)) {
     cutlass_fc_ = std::make_unique<CutlassGeluForward>();
+    cutlass_dgelu_ = std::make_unique<CutlassGeluBackward>();
   }
 #endif
-  describe_ += fc_forward_description();
+  describe_ += mlp_gelu_description();
   plan_memory();
   describe_ += attention_description();
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
@@ -739,12 +743,29 @@ void CudaEngine<T>::fc_forward(const LayerActs<T>& a, const LayerParams& p, int 
                       a.fc, ln_ld_);
 }
 
+// d4 = (dresid W_mp) * GELU'(a.fc): GELU's derivative in the product's epilogue. CUTLASS's
+// ping-pong kernel overlaps each tile's cold read of a.fc with the next tile's math, where
+// cuBLASLt's DGELU kernel loses 20 us per layer in the step to it (bench/NOTES.md, issue 12).
 template <typename T>
-std::string CudaEngine<T>::fc_forward_description() const {
+void CudaEngine<T>::fc2_backward_input(const LayerActs<T>& a, const LayerParams& p, int N) {
 #if RAILYARD_HAVE_CUTLASS
-  if (cutlass_fc_) return " fc:cutlass-sm90-pingpong";
+  if constexpr (!kFp32) {
+    if (cutlass_dgelu_) {
+      cutlass_dgelu_->run(d4_, dresid_, w(p.mpw), a.fc, N, 4 * C_, C_, stream_);
+      return;
+    }
+  }
 #endif
-  return " fc:cublaslt";
+  mm_->linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, cuda_dtype<T>(), false, stream_,
+                             a.fc);
+}
+
+template <typename T>
+std::string CudaEngine<T>::mlp_gelu_description() const {
+#if RAILYARD_HAVE_CUTLASS
+  if (cutlass_fc_) return " mlp-gelu:cutlass-sm90-pingpong(fwd,bwd)";
+#endif
+  return " mlp-gelu:cublaslt";
 }
 
 template <typename T>
@@ -843,7 +864,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     // MLP: dresid is the gradient of the layer's output (its column sums, the gradient of mpb,
     // came with the LayerNorm backward that produced it).
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
-    mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
+    fc2_backward_input(a, p, N);
     mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     // fc's weight and bias gradients from one product (ln2's ones column).
