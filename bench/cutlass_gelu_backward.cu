@@ -1,7 +1,6 @@
 // The backward into the MLP's GELU (fc2's input gradient times GELU' of the forward's value
 // before GELU, read as a second input in the epilogue) as CUTLASS Hopper GEMMs
-// (cutlass_gelu_gemms.hpp): the configurations the bench compares with cuBLASLt's DGELU; the
-// ping-pong one is the engine's kernel type (runtime/cuda/gelu_gemm_cutlass.hpp).
+// (cutlass_gelu_gemms.hpp): the configurations the bench compares with cuBLASLt's DGELU.
 #include "cutlass_sm90_launch.cuh"
 
 namespace railyard::bench {
@@ -14,8 +13,8 @@ std::vector<GeluGemmVariant> cutlass_backward_variants() {
           "256x128x64 c2x1 coop", GeluProduct::kBackward, FillBackward{}),
       variant<BackwardGemm<Shape<_128, _256, _64>, Shape<_1, _2, _1>, Cooperative, BackwardGelu>>(
           "128x256x64 c1x2 coop", GeluProduct::kBackward, FillBackward{}),
-      variant<GeluBackwardPingpong>("128x128x64 c1x2 pingpong", GeluProduct::kBackward,
-                                    FillBackward{}),
+      variant<BackwardGemm<Shape<_128, _128, _64>, Shape<_1, _2, _1>, Pingpong, BackwardGelu>>(
+          "128x128x64 c1x2 pingpong", GeluProduct::kBackward, FillBackward{}),
   };
 }
 

@@ -1,9 +1,8 @@
 #pragma once
 // How the bench's CUTLASS products (cutlass_gelu_gemms.hpp) are set up and launched: the kernels
-// are assembled as runtime/cuda/cutlass_sm90_gemm.cuh says (the engine's fc forward and fc2
-// backward-input are two of them); here, their arguments from the bench's operands, one launch
-// object per configuration. Included only by the cutlass_gelu_*.cu files, which are compiled for
-// sm_90a alone.
+// are assembled as runtime/cuda/cutlass_sm90_gemm.cuh says (the engine's fc forward is one of
+// them); here, their arguments from the bench's operands, one launch object per configuration.
+// Included only by the cutlass_gelu_*.cu files, which are compiled for sm_90a alone.
 
 #include <memory>
 #include <stdexcept>
@@ -25,7 +24,6 @@ using cuda::sm90::Cooperative;
 using cuda::sm90::ForwardBias;
 using cuda::sm90::ForwardGelu;
 using cuda::sm90::ForwardGemm;
-using cuda::sm90::GeluBackwardPingpong;
 using cuda::sm90::GeluForwardPingpong;
 using cuda::sm90::packed_stride;
 using cuda::sm90::Pingpong;

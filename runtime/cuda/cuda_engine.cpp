@@ -35,7 +35,6 @@
 #include "matmul_cublaslt.hpp"
 #include "nccl_comm.hpp"
 #include "ones_column_kernels.hpp"
-#include "ones_column_product.hpp"
 #include "railyard/adamw.hpp"
 #include "railyard/communicator.hpp"
 #include "railyard/contract_env.hpp"
@@ -159,11 +158,10 @@ class CudaEngine final : public Engine {
   // The attention block of layer l: from ln1 to atty, and from d(atty) in dB_ to dqkv in qkv_.
   void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
   void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
-  // The MLP's products with GELU fused (mlp_gelu_description says which kernels): a.gelu and
-  // a.fc from a.ln2; d4 (the gradient of a.fc) from dresid and a.fc.
+  // The fc product with GELU fused: a.gelu and a.fc from a.ln2 (fc_forward_description says
+  // which kernel).
   void fc_forward(const LayerActs<T>& a, const LayerParams& p, int N);
-  void fc2_backward_input(const LayerActs<T>& a, const LayerParams& p, int N);
-  std::string mlp_gelu_description() const;
+  std::string fc_forward_description() const;
   bool fused_attention() const;
   // " attention:built-in", or " attention:cudnn(fwd <plan>, bwd <plan>)" at the planned shape.
   std::string attention_description() const;
@@ -254,9 +252,7 @@ class CudaEngine final : public Engine {
   std::unique_ptr<CudnnAttention> fused_;
 #endif
 #if RAILYARD_HAVE_CUTLASS
-  // bf16 on compute capability 9.0 only; both or neither.
-  std::unique_ptr<CutlassGeluForward> cutlass_fc_;
-  std::unique_ptr<CutlassGeluBackward> cutlass_dgelu_;
+  std::unique_ptr<CutlassGeluForward> cutlass_fc_;  // bf16 on compute capability 9.0 only
 #endif
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
@@ -284,12 +280,11 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   mm_ = std::make_unique<Matmul>();
 #if RAILYARD_HAVE_CUTLASS
-  if (!kFp32 && cutlass_sm90_supports(device_)) {
+  if (!kFp32 && CutlassGeluForward::supports(device_)) {
     cutlass_fc_ = std::make_unique<CutlassGeluForward>();
-    cutlass_dgelu_ = std::make_unique<CutlassGeluBackward>();
   }
 #endif
-  describe_ += mlp_gelu_description();
+  describe_ += fc_forward_description();
   plan_memory();
   describe_ += attention_description();
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
@@ -743,29 +738,12 @@ void CudaEngine<T>::fc_forward(const LayerActs<T>& a, const LayerParams& p, int 
                       a.fc, ln_ld_);
 }
 
-// d4 = (dresid W_mp) * GELU'(a.fc): GELU's derivative in the product's epilogue. CUTLASS's
-// ping-pong kernel overlaps each tile's cold read of a.fc with the next tile's math, where
-// cuBLASLt's DGELU kernel loses 20 us per layer in the step to it (bench/NOTES.md, issue 12).
 template <typename T>
-void CudaEngine<T>::fc2_backward_input(const LayerActs<T>& a, const LayerParams& p, int N) {
+std::string CudaEngine<T>::fc_forward_description() const {
 #if RAILYARD_HAVE_CUTLASS
-  if constexpr (!kFp32) {
-    if (cutlass_dgelu_) {
-      cutlass_dgelu_->run(d4_, dresid_, w(p.mpw), a.fc, N, 4 * C_, C_, stream_);
-      return;
-    }
-  }
+  if (cutlass_fc_) return " fc:cutlass-sm90-pingpong";
 #endif
-  mm_->linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, cuda_dtype<T>(), false, stream_,
-                             a.fc);
-}
-
-template <typename T>
-std::string CudaEngine<T>::mlp_gelu_description() const {
-#if RAILYARD_HAVE_CUTLASS
-  if (cutlass_fc_) return " mlp-gelu:cutlass-sm90-pingpong(fwd,bwd)";
-#endif
-  return " mlp-gelu:cublaslt";
+  return " fc:cublaslt";
 }
 
 template <typename T>
@@ -864,7 +842,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     // MLP: dresid is the gradient of the layer's output (its column sums, the gradient of mpb,
     // came with the LayerNorm backward that produced it).
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
-    fc2_backward_input(a, p, N);
+    mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
     mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     // fc's weight and bias gradients from one product (ln2's ones column).
@@ -895,13 +873,9 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
 template <typename T>
 void CudaEngine<T>::weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O,
                                      bool acc) {
-  // Per the GEMM survey on an H200 (bench/NOTES.md, issue 12): fc's product (O = 4C) runs
-  // 107 us as [ld, O] against 114 us as [O, ld], the transposing split dearer by less; qkv's
-  // [O, ld] with the pin runs as fast as its transpose in the step (89 us), its split plainer.
-  const OnesColumnLayout layout =
-      O == 4 * C_ ? OnesColumnLayout::kInputsByOutputs : OnesColumnLayout::kOutputsByInputs;
-  ones_column_weight_bias_grad(*mm_, dw, db, wb_prod_, dy, x, N, C_, O, cuda_dtype<T>(), layout,
-                               acc, stream_);
+  // The product always overwrites its scratch; the split adds to the gradients where acc.
+  mm_->linear_backward_weight(wb_prod_, dy, x, N, ln_ld_, O, cuda_dtype<T>(), false, stream_);
+  split_ones_column_product(dw, db, wb_prod_, O, C_, ln_ld_, acc, stream_);
 }
 
 template <typename T>

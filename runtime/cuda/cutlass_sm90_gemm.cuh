@@ -2,7 +2,7 @@
 // How railyard's CUTLASS products are assembled: one Hopper TMA warp-specialized GEMM per
 // (operand layouts, tile, cluster, schedule, epilogue fusion), built by CUTLASS's
 // CollectiveBuilders; bf16 operands, fp32 accumulation, M = tokens. Shared by the engine's fc
-// GELU products (gelu_gemm_cutlass.cu) and bench/cutlass_gelu_bench, so that the kernel the bench
+// forward (gelu_gemm_cutlass.cu) and bench/cutlass_gelu_bench, so that the kernel the bench
 // measured is the type the engine runs. Include only from units compiled for sm_90a alone (wgmma
 // and TMA exist only there) with NDEBUG (a device assert makes ptxas serialize the wgmma
 // pipeline, warning C7510).
@@ -123,12 +123,5 @@ using TransposedBackwardGemm =
 using GeluForwardPingpong =
     ForwardGemm<cute::Shape<cute::_128, cute::_128, cute::_64>,
                 cute::Shape<cute::_1, cute::_2, cute::_1>, Pingpong, ForwardGelu>;
-
-// The engine's fc2 backward-input with dGELU (bench/NOTES.md: 145.1 us against cuBLASLt's DGELU
-// 142.9 alone, chosen for the step's cold read of the value before GELU): the same tile, cluster
-// and schedule, GELU' of the aux input in the epilogue.
-using GeluBackwardPingpong =
-    BackwardGemm<cute::Shape<cute::_128, cute::_128, cute::_64>,
-                 cute::Shape<cute::_1, cute::_2, cute::_1>, Pingpong, BackwardGelu>;
 
 }  // namespace railyard::cuda::sm90

@@ -28,40 +28,15 @@ __global__ void set_ones_column_kernel(T* x, int N, int I, int ld) {
   }
 }
 
-// 32 x 32 tiles of dW' [O, I + 1] (row o, column c), 8 rows of threads, 4 elements each.
-constexpr int kTile = 32, kTileRows = 8;
-
-template <bool kTransposed>
-__device__ float product_at(const float* prod, int o, int c, int O, int ld) {
-  return kTransposed ? prod[size_t(c) * O + o] : prod[size_t(o) * ld + c];
-}
-
-__device__ void store(float* out, float v, bool accumulate) {
+// Block row o of prod, one thread per column up to I (the zero padding is not read): coalesced
+// reads of prod and writes of dw, no index division.
+__global__ void split_ones_column_kernel(float* dw, float* db, const float* prod, int I, int ld,
+                                         bool accumulate) {
+  const int o = blockIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c > I) return;
+  const float v = prod[size_t(o) * ld + c];
+  float* out = c < I ? dw + size_t(o) * I + c : db + o;
   *out = accumulate ? *out + v : v;
-}
-
-// One tile of dw per block: read along prod's rows (threadIdx.x along c, or along o where prod
-// is transposed) into shared memory, written along dw's rows. The padding column keeps both
-// the transposed stores and the loads free of bank conflicts. The blocks of the last tile column
-// also write the bias gradient of their 32 rows.
-template <bool kTransposed>
-__global__ void split_ones_column_kernel(float* dw, float* db, const float* prod, int O, int I,
-                                         int ld, bool accumulate) {
-  __shared__ float tile[kTile][kTile + 1];  // [o - o0][c - c0]
-  const int o0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile, tx = threadIdx.x;
-  for (int j = threadIdx.y; j < kTile; j += kTileRows) {
-    const int to = kTransposed ? tx : j, tc = kTransposed ? j : tx;
-    if (o0 + to < O && c0 + tc < I)
-      tile[to][tc] = product_at<kTransposed>(prod, o0 + to, c0 + tc, O, ld);
-  }
-  if (blockIdx.x == gridDim.x - 1 && threadIdx.y == 0 && o0 + tx < O) {
-    store(db + o0 + tx, product_at<kTransposed>(prod, o0 + tx, I, O, ld), accumulate);
-  }
-  __syncthreads();
-  for (int j = threadIdx.y; j < kTile; j += kTileRows) {
-    if (o0 + j < O && c0 + tx < I)
-      store(dw + size_t(o0 + j) * I + c0 + tx, tile[j][tx], accumulate);
-  }
 }
 
 void check_shape(const char* what, int N, int I, int ld) {
@@ -83,21 +58,15 @@ void set_ones_column(T* x, int N, int I, int ld, cudaStream_t stream) {
 }
 
 void split_ones_column_product(float* dw, float* db, const float* prod, int O, int I, int ld,
-                               OnesColumnLayout layout, bool accumulate, cudaStream_t stream) {
+                               bool accumulate, cudaStream_t stream) {
   check_shape("split_ones_column_product", O, I, ld);
-  const int tile_rows = (O + kTile - 1) / kTile;
-  if (tile_rows > 65535) {
+  if (O > 65535) {
     throw std::invalid_argument("split_ones_column_product: " + std::to_string(O) +
-                                " output rows, more than 65535 tiles of " + std::to_string(kTile) +
-                                " (one grid dimension)");
+                                " output rows, more than one grid dimension holds (65535)");
   }
   if (O == 0) return;
-  const dim3 grid((I + kTile - 1) / kTile, tile_rows), block(kTile, kTileRows);
-  if (layout == OnesColumnLayout::kInputsByOutputs) {
-    split_ones_column_kernel<true><<<grid, block, 0, stream>>>(dw, db, prod, O, I, ld, accumulate);
-  } else {
-    split_ones_column_kernel<false><<<grid, block, 0, stream>>>(dw, db, prod, O, I, ld, accumulate);
-  }
+  const dim3 grid((I + 1 + kThreads - 1) / kThreads, O);
+  split_ones_column_kernel<<<grid, kThreads, 0, stream>>>(dw, db, prod, I, ld, accumulate);
   RY_CUDA_LAUNCHED();
 }
 

@@ -22,15 +22,9 @@ constexpr int ones_column_ld(int I) {
 template <typename T>
 void set_ones_column(T* x, int N, int I, int ld, cudaStream_t stream);
 
-// Which way round the product is: dY^T X' [O, ld] (dW in its columns 0..I-1, the bias gradient
-// in column I), or its transpose X'^T dY [ld, O] (dW^T in rows 0..I-1, the bias gradient in row
-// I), which cuBLASLt runs faster for some shapes (ones_column_product.hpp).
-enum class OnesColumnLayout { kOutputsByInputs, kInputsByOutputs };
-
-// prod (fp32, laid out as `layout`) split into dw [O, I] and db [O] (fp32): written, or added to
-// with accumulate (micro-steps after the first). Elementwise, in 32 x 32 tiles through shared
-// memory so that reads and writes stay coalesced in either layout: no sums of its own.
+// prod [O, ld] (fp32, the product dY^T X') split into dw [O, I] and db [O] (fp32): written, or
+// added to with accumulate (micro-steps after the first). Elementwise: no sums of its own.
 void split_ones_column_product(float* dw, float* db, const float* prod, int O, int I, int ld,
-                               OnesColumnLayout layout, bool accumulate, cudaStream_t stream);
+                               bool accumulate, cudaStream_t stream);
 
 }  // namespace railyard::cuda

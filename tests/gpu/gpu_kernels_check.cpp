@@ -23,7 +23,6 @@
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
 #include "ones_column_kernels.hpp"
-#include "ones_column_product.hpp"
 #include "railyard/adamw.hpp"
 #include "railyard/cpu_kernels.hpp"
 
@@ -652,25 +651,15 @@ void check_pinned_fc2_dgelu(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, c
 }
 
 // The qkv and fc weight and bias gradients as the engine takes them from one product (the
-// input's ones column, ones_column_product.hpp), laid out either way round: the bias gradient
-// against float64 column sums of dy, the weight gradient on a sample of its rows, = and +=, and
-// the same bits twice. At GPT-2's shapes (16384 rows, 768 inputs) the bias column is a
-// fixed-order fp32 sum of 16384 terms in the product's tiles (expected error about 1e-6
-// relative), hence 1e-4.
-struct OnesColumnCase {
-  const char* name;
-  int N, I, O;
-  cuda::OnesColumnLayout layout;
-};
-
+// input's ones column, ones_column_kernels.hpp), at GPT-2's fc shape (16384 rows, 768 -> 3072):
+// the bias gradient against float64 column sums of dy, the weight gradient on a sample of its
+// rows, = and +=, and the same bits twice. The bias column is a fixed-order fp32 sum of 16384
+// terms in the product's tiles (expected error about 1e-6 relative), hence 1e-4.
 template <typename T>
-void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm,
-                               const OnesColumnCase& k, cudaStream_t s) {
-  const int PN = k.N, PI = k.I, PO = k.O, ld = cuda::ones_column_ld(PI);
-  const int stride = PO > 1000 ? 97 : 1;  // every row of the small shapes
-  const bool transposed = k.layout == cuda::OnesColumnLayout::kInputsByOutputs;
-  const std::string t = std::string(type_name<T>()) + " ones-column product (" + k.name +
-                        (transposed ? ", [ld, O])" : ", [O, ld])");
+void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
+  constexpr int PN = 16 * 1024, PI = 768, PO = 4 * 768, kStride = 97;
+  const int ld = cuda::ones_column_ld(PI);
+  const std::string t = std::string(type_name<T>()) + " ones-column product (GPT-2 fc)";
   DevArray<T> x(size_t(PN) * ld), dy(size_t(PN) * PO);
   DevArray<float> prod(size_t(PO) * ld), dw(size_t(PO) * PI), db(PO);
   auto hx = x.upload(random_vec(rng, x.n));
@@ -681,13 +670,13 @@ void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm
     for (int o = 0; o < PO; ++o) rdb[o] += hdy[size_t(n) * PO + o];
   }
   std::vector<int> sample;
-  for (int o = 0; o < PO; o += stride) sample.push_back(o);
+  for (int o = 0; o < PO; o += kStride) sample.push_back(o);
   rdw.assign(sample.size() * PI, 0.0);
   for (int n = 0; n < PN; ++n) {
     const double* xr = hx.data() + size_t(n) * ld;  // the padding's host values are never read
-    for (size_t j = 0; j < sample.size(); ++j) {
-      const double g = hdy[size_t(n) * PO + sample[j]];
-      for (int c = 0; c < PI; ++c) rdw[j * PI + c] += g * xr[c];
+    for (size_t k = 0; k < sample.size(); ++k) {
+      const double g = hdy[size_t(n) * PO + sample[k]];
+      for (int c = 0; c < PI; ++c) rdw[k * PI + c] += g * xr[c];
     }
   }
   auto sampled = [&](const std::vector<double>& w) {
@@ -698,8 +687,9 @@ void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm
   };
   auto run = [&](bool acc) {
     prod.poison();
-    cuda::ones_column_weight_bias_grad(mm, dw.ptr(), db.ptr(), prod.ptr(), dy.ptr(), x.ptr(), PN,
-                                       PI, PO, cuda::cuda_dtype<T>(), k.layout, acc, s);
+    mm.linear_backward_weight(prod.ptr(), dy.ptr(), x.ptr(), PN, ld, PO, cuda::cuda_dtype<T>(),
+                              false, s);
+    cuda::split_ones_column_product(dw.ptr(), db.ptr(), prod.ptr(), PO, PI, ld, acc, s);
   };
   dw.poison();
   db.poison();
@@ -718,23 +708,10 @@ void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm
   for (size_t i = 0; i < rdw.size(); ++i) rdw[i] += base[i];
   r.check(t + " bias (+=)", db.download(), rdb, 1e-4);
   r.check(t + " weight (+=, sampled rows)", sampled(dw.download()), rdw, 1e-4);
-  const auto call = cuda::ones_column_product_call(prod.ptr(), dy.ptr(), x.ptr(), PN, PI, PO,
-                                                   cuda::cuda_dtype<T>(), k.layout);
+  const auto call = cuda::Matmul::backward_weight_call(prod.ptr(), dy.ptr(), x.ptr(), PN, ld, PO,
+                                                       cuda::cuda_dtype<T>(), false);
   std::printf("     %s: %dx%dx%d runs %s\n", t.c_str(), call.m, call.n, call.k,
               cuda::to_string(mm.algo_config(call)).c_str());
-}
-
-// The engine's layouts at GPT-2's shapes (cuda_engine.cpp weight_bias_grad: fc [ld, O], qkv
-// [O, ld]), and a small shape with neither I nor O a multiple of the split's 32 x 32 tiles, in
-// both.
-template <typename T>
-void check_ones_column_products(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
-  using L = cuda::OnesColumnLayout;
-  const OnesColumnCase cases[] = {{"GPT-2 fc", 16 * 1024, 768, 4 * 768, L::kInputsByOutputs},
-                                  {"GPT-2 qkv", 16 * 1024, 768, 3 * 768, L::kOutputsByInputs},
-                                  {"odd", 333, 200, 999, L::kInputsByOutputs},
-                                  {"odd", 333, 200, 999, L::kOutputsByInputs}};
-  for (const auto& k : cases) check_ones_column_product<T>(r, rng, mm, k, s);
 }
 
 template <typename T>
@@ -768,7 +745,7 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_cross_entropy<T>(r, rng, s, 300, 80001, 80008);
   check_cross_entropy<T>(r, rng, s, 24, 120001, 120008);
   check_adamw<T>(r, rng, s);
-  check_ones_column_products<T>(r, rng, mm, s);
+  check_ones_column_product<T>(r, rng, mm, s);
 }
 
 }  // namespace
