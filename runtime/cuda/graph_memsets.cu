@@ -87,13 +87,17 @@ bool replace(cudaGraph_t graph, cudaGraphNode_t node) {
 
 }  // namespace
 
-size_t replace_small_memsets(cudaGraph_t graph) {
+std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) {
   size_t count = 0;
   RY_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
   if (count > 0) RY_CUDA(cudaGraphGetNodes(graph, nodes.data(), &count));
+  return nodes;
+}
+
+size_t replace_small_memsets(cudaGraph_t graph) {
   size_t replaced = 0;
-  for (cudaGraphNode_t node : nodes) {
+  for (cudaGraphNode_t node : graph_nodes(graph)) {
     cudaGraphNodeType type{};
     RY_CUDA(cudaGraphNodeGetType(node, &type));
     if (type == cudaGraphNodeTypeMemset && replace(graph, node)) ++replaced;

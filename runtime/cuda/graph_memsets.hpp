@@ -14,10 +14,14 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <vector>
 
 namespace railyard::cuda {
 
 inline constexpr size_t kMaxReplacedBytes = size_t(1) << 20;
+
+// The nodes of `graph` (cudaGraphGetNodes, sized first). Throws std::runtime_error on a CUDA error.
+std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph);
 
 // How many memset nodes became kernels. Throws std::runtime_error (naming the CUDA call) if
 // the graph cannot be read or rewritten; the caller then runs without graphs.

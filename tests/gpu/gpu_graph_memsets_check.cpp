@@ -27,12 +27,8 @@ void apply(std::vector<uint8_t>& host, const cudaMemsetParams& m, size_t offset)
 }
 
 size_t count_nodes(cudaGraph_t g, cudaGraphNodeType type) {
-  size_t n = 0;
-  RY_CUDA(cudaGraphGetNodes(g, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  if (n > 0) RY_CUDA(cudaGraphGetNodes(g, nodes.data(), &n));
   size_t k = 0;
-  for (cudaGraphNode_t node : nodes) {
+  for (cudaGraphNode_t node : cuda::graph_nodes(g)) {
     cudaGraphNodeType t{};
     RY_CUDA(cudaGraphNodeGetType(node, &t));
     k += t == type;
