@@ -650,6 +650,32 @@ void check_pinned_fc2_dgelu(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, c
   if (pin) check_pin_from_config(r, mm, call, *pin, dx, first, s);
 }
 
+// The split of a ones-column product into weight and bias gradients alone, exact (a copy or one
+// fp32 add per element): 16-byte packs (GPT-2's rows), rows of a width that is not whole packs,
+// and a dw that starts off a 16-byte boundary (both fall back to one thread per column).
+void check_split_ones_column(Report& r, std::mt19937_64& rng, cudaStream_t s, int O, int I,
+                             size_t dw_offset) {
+  const int ld = cuda::ones_column_ld(I);
+  const std::string t = "split ones-column product " + std::to_string(O) + "x" +
+                        std::to_string(I) + (dw_offset ? " (dw off 16 B)" : "");
+  DevArray<float> prod(size_t(O) * ld), dw(size_t(O) * I + dw_offset), db(O);
+  const auto hp = prod.upload(random_vec(rng, prod.n));
+  for (bool acc : {false, true}) {
+    const auto hw = dw.upload(random_vec(rng, dw.n)), hb = db.upload(random_vec(rng, db.n));
+    cuda::split_ones_column_product(dw.ptr() + dw_offset, db.ptr(), prod.ptr(), O, I, ld, acc, s);
+    std::vector<double> rw(hw), rb(O);
+    for (int o = 0; o < O; ++o) {
+      for (int c = 0; c < I; ++c) {
+        const size_t i = dw_offset + size_t(o) * I + c;
+        rw[i] = acc ? double(float(hw[i]) + float(hp[size_t(o) * ld + c])) : hp[size_t(o) * ld + c];
+      }
+      rb[o] = acc ? double(float(hb[o]) + float(hp[size_t(o) * ld + I])) : hp[size_t(o) * ld + I];
+    }
+    r.same_bits(t + (acc ? " +=, weight" : " =, weight"), dw.download(), rw);
+    r.same_bits(t + (acc ? " +=, bias" : " =, bias"), db.download(), rb);
+  }
+}
+
 // The qkv and fc weight and bias gradients as the engine takes them from one product (the
 // input's ones column, ones_column_kernels.hpp), at GPT-2's fc shape (16384 rows, 768 -> 3072):
 // the bias gradient against float64 column sums of dy, the weight gradient on a sample of its
@@ -762,6 +788,9 @@ int main() {
     check_all<float>(r, rng, mm, s);
     check_all<cuda::bf16>(r, rng, mm, s);
     check_grad_norm(r, rng, s);
+    check_split_ones_column(r, rng, s, 2304, 768, 0);
+    check_split_ones_column(r, rng, s, 7, 33, 0);
+    check_split_ones_column(r, rng, s, 5, 768, 1);
     check_pinned_fc2_dgelu(r, rng, mm, s);
 #if RAILYARD_HAVE_CUDNN
     check_cudnn_attention(r, rng, s);
