@@ -163,22 +163,20 @@ void bypass(cudaGraph_t graph, cudaGraphNode_t node) {
   }
 }
 
-std::vector<cudaGraphNode_t> root_nodes(cudaGraph_t graph) {
+// The nodes a cudaGraphGet*Nodes call lists (sized first).
+std::vector<cudaGraphNode_t> listed(cudaGraph_t graph,
+                                    cudaError_t (*get)(cudaGraph_t, cudaGraphNode_t*, size_t*)) {
   size_t count = 0;
-  RY_CUDA(cudaGraphGetRootNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> roots(count);
-  if (count > 0) RY_CUDA(cudaGraphGetRootNodes(graph, roots.data(), &count));
-  return roots;
+  RY_CUDA(get(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0) RY_CUDA(get(graph, nodes.data(), &count));
+  return nodes;
 }
 
 }  // namespace
 
 std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) {
-  size_t count = 0;
-  RY_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0) RY_CUDA(cudaGraphGetNodes(graph, nodes.data(), &count));
-  return nodes;
+  return listed(graph, &cudaGraphGetNodes);
 }
 
 size_t replace_small_memsets(cudaGraph_t graph) {
@@ -199,7 +197,7 @@ size_t hoist_scratch_memsets(cudaGraph_t graph, const void* base, size_t bytes) 
     bypass(graph, s.node);
   }
   // Before every root, so before every node: no node can touch the span while it is zeroed.
-  const std::vector<cudaGraphNode_t> roots = root_nodes(graph);
+  const std::vector<cudaGraphNode_t> roots = listed(graph, &cudaGraphGetRootNodes);
   cudaMemsetParams zero{};
   zero.dst = reinterpret_cast<void*>(spans.front().begin);
   zero.elementSize = 1;
