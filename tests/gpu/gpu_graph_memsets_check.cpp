@@ -125,13 +125,13 @@ void check_hoisting(gpu_check::Report& r) {
       {0, 0, 4, 1, 0u, 4},             // the first node: its dependent becomes a root
       {256, 0, 131, 1, 0u, 1},         //
       {512, 0, 2, 1, 0xFFFF0000u, 2},  // zeros in the element's low bytes
-      {4096, 12, 12, 2, 0u, 1},        // two rows, pitch = row: consecutive bytes
+      {4096, 256, 256, 2, 0u, 1},      // two rows, pitch = row: consecutive bytes
   };
   const std::vector<Set> kept = {
       {768, 0, 16, 1, 0x5Au, 1},         // not zeros
       {1024, 0, 8, 1, 0u, 1},            // overlaps the next
       {1028, 0, 8, 1, 0u, 1},            //
-      {2048, 64, 8, 2, 0u, 1},           // pitched, with a gap
+      {2048, 256, 8, 2, 0u, 1},          // pitched, with a gap
       {kScratch - 2, 0, 4, 1, 0u, 1},    // across the scratch's end
       {kScratch + 100, 0, 4, 1, 0u, 1},  // outside
   };
@@ -141,7 +141,7 @@ void check_hoisting(gpu_check::Report& r) {
     chain.push_back(kept[i]);
   }
   std::vector<uint8_t> ref(2 * kScratch, 0xFF);
-  std::fill(ref.begin(), ref.begin() + 4096 + 24, 0);  // the span of the hoisted memsets, first
+  std::fill(ref.begin(), ref.begin() + 4096 + 512, 0);  // the span of the hoisted memsets, first
   for (const Set& s : kept) apply(ref, params_of(s, buf.as<uint8_t>()), s.offset);
   cudaGraph_t g = memset_chain(chain, buf.as<uint8_t>(), nullptr);
   RY_CUDA(cudaMemset(buf.as<uint8_t>(), 0xFF, 2 * kScratch));
