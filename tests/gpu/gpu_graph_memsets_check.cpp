@@ -164,7 +164,7 @@ using Bf16 = __nv_bfloat16;
 // a backward-input, a backward-weight (split-K where the pin or heuristic says so: shared
 // workspace, its memset kept).
 struct Products {
-  static constexpr int N = 4096, C = 768;
+  static constexpr int N = 16384, C = 768;  // the step's attn-proj products (pinned, nvjet)
   gpu_check::DevArray<Bf16> x{size_t(N) * C}, w{size_t(C) * C}, b{C};
   gpu_check::DevArray<Bf16> y1{size_t(N) * C}, y2{size_t(N) * C}, dx{size_t(N) * C};
   gpu_check::DevArray<float> dw{size_t(C) * C};
