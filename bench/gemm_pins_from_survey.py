@@ -4,7 +4,11 @@
 (candidate 0), keyed by the survey's GPU, cuBLASLt and product, pinned to the picked candidate's
 configuration. An enumerated pick (a configuration cuBLASLt's heuristic did not offer) gives way
 to the fastest heuristic candidate within ENUMERATED_MARGIN of its time: a noise-sized gain does
-not justify a configuration outside what the heuristic vouches for.
+not justify a configuration outside what the heuristic vouches for. Then a pick that splits K (a
+split-K reduction, or more workspace than one of Matmul's slots) gives way to the fastest
+candidate that does not and is at least as fast: the survey's time includes the reduce kernel,
+but in the step the reduce kernel and the workspace's memset also each cost a launch, which a
+product in a slot does not (matmul_cublaslt.hpp, graph_memsets.hpp).
 
 Usage:
   gemm_pins_from_survey.py SURVEY_JSON                 print the table's generated part
@@ -28,6 +32,7 @@ EPILOGUES = {"DEFAULT", "BIAS", "GELU_AUX_BIAS", "DGELU"}
 # Fixed-order reductions only: "inplace" adds split-K parts in whatever order they finish.
 REDUCTIONS = {"none": "NONE", "compute_type": "COMPUTE_TYPE", "output_type": "OUTPUT_TYPE"}
 ENUMERATED_MARGIN = 0.005
+SLOT_WORKSPACE = 4096  # Matmul::kMaxSlotWorkspace (runtime/cuda/matmul_cublaslt.hpp)
 CONFIG_FIELDS = ("algo_id", "tile_id", "stages_id", "splitk", "reduction", "swizzle",
                  "custom_option", "inner_shape_id", "cluster_shape_id")
 
@@ -78,25 +83,51 @@ def config(c, where):
     return ", ".join(values)
 
 
-def chosen(p, where):
-    """The candidate to pin: the survey's pick, or a heuristic one as fast within the margin."""
+def splits_k(c, where):
+    """Whether candidate `c` needs a split-K reduction or more workspace than a slot."""
+    return (int(field(c, "splitk", where)) != 1 or field(c, "reduction", where) != "none"
+            or int(field(c, "workspace_bytes", where)) > SLOT_WORKSPACE)
+
+
+def usable(c, max_diff):
+    """Same bits every run and within the survey's max_diff of the heuristic's first."""
+    return (bool(c.get("same_bits")) and not c.get("screened")
+            and c.get("rel_diff_vs_first", max_diff + 1) <= max_diff)
+
+
+def unsplit_if_as_fast(p, pick, max_diff, where):
+    """`pick`, or where it splits K the fastest usable candidate that does not, if as fast."""
+    cands = p["candidates"]
+    if not splits_k(cands[pick], where):
+        return pick
+    limit = field(cands[pick], "median_ms", where)
+    near = [i for i, c in enumerate(cands)
+            if usable(c, max_diff) and not splits_k(c, f"{where} candidate #{i}")
+            and c.get("median_ms", limit + 1) <= limit]
+    return min(near, key=lambda i: (cands[i]["median_ms"], i)) if near else pick
+
+
+def chosen(survey, p, where):
+    """The candidate to pin: the survey's pick, or a heuristic one as fast within the margin;
+    then one that does not split K where that is as fast."""
     cands = field(p, "candidates", where)
     pick = int(field(p, "pick", where))
     if not 0 <= pick < len(cands):
         raise SurveyError(f"{where}: pick {pick} is outside its {len(cands)} candidates")
-    if cands[pick].get("source") != "enumerated":
-        return pick
-    limit = field(cands[pick], "median_ms", where) * (1 + ENUMERATED_MARGIN)
-    near = [i for i, c in enumerate(cands)
-            if c.get("source") == "heuristic" and c.get("same_bits") and not c.get("screened")
-            and c.get("median_ms", limit + 1) <= limit]
-    return min(near, key=lambda i: (cands[i]["median_ms"], i)) if near else pick
+    max_diff = float(field(survey, "max_diff", "survey"))
+    if cands[pick].get("source") == "enumerated":
+        limit = field(cands[pick], "median_ms", where) * (1 + ENUMERATED_MARGIN)
+        near = [i for i, c in enumerate(cands)
+                if c.get("source") == "heuristic" and c.get("same_bits") and not c.get("screened")
+                and c.get("median_ms", limit + 1) <= limit]
+        pick = min(near, key=lambda i: (cands[i]["median_ms"], i)) if near else pick
+    return unsplit_if_as_fast(p, pick, max_diff, where)
 
 
 def entry(survey, p, i):
     where = f"products[{i}] ({p.get('name', '?')})"
     cands = field(p, "candidates", where)
-    pick = chosen(p, where)
+    pick = chosen(survey, p, where)
     c, first = cands[pick], cands[0]
     if c.get("screened") or not field(c, "same_bits", where):
         raise SurveyError(f"{where}: the picked candidate #{pick} did not give the same bits "
@@ -117,12 +148,13 @@ def generated(survey):
             f"{survey.get('commit', 'unknown')}, {survey.get('date', 'date unknown')}): each "
             "product whose \"pick\" is not the heuristic's first, by the survey's fixed rule (same "
             "bits every run, within max_diff of the first, >= 3% faster; an enumerated pick gives way to "
-            "a heuristic candidate within 0.5% of its time). Fields in GemmPinKey's "
+            "a heuristic candidate within 0.5% of its time; a pick that splits K to one that does "
+            "not and is as fast). Fields in GemmPinKey's "
             "and GemmAlgoConfig's order (tile, stages and cluster are cublasLt.h's enum values).")
     out = [BEGIN] + ["// " + l for l in textwrap.wrap(head, 96)]
     out += ["std::vector<GemmPin> make_table() {", "  return {"]
     for i, p in enumerate(field(survey, "products", where)):
-        if chosen(p, f"products[{i}]") != 0:
+        if chosen(survey, p, f"products[{i}]") != 0:
             out += entry(survey, p, i)
     out += ["  };", "}", END]
     return "\n".join(out) + "\n"

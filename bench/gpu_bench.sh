@@ -97,7 +97,7 @@ fi
 if has check; then
   log check: kernels
   timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$W/checks.log"
-  log check: small memsets of a graph as kernels
+  log check: small memsets of a graph as kernels, workspace-slot memsets hoisted
   timeout 120 "$BUILD/tests/gpu/gpu_graph_memsets_check" 2>&1 | tee -a "$W/checks.log"
   if [ -x "$BUILD/tests/gpu/gpu_cutlass_check" ]; then
     log check: the CUTLASS fc forward

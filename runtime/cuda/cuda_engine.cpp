@@ -288,7 +288,8 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   plan_memory();
   describe_ += attention_description();
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
-  graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs);
+  graphs_ =
+      std::make_unique<StepGraphs>(opts_.cuda_graphs, mm_->slot_arena(), mm_->slot_arena_bytes());
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
   init_state(seed);

@@ -14,8 +14,9 @@ namespace {
 // Entries from a gemm_step_survey result (NVIDIA H200, sm 90, cuBLASLt 130100; commit f93528b,
 // 2026-12-02T07:01:02+00:00): each product whose "pick" is not the heuristic's first, by the
 // survey's fixed rule (same bits every run, within max_diff of the first, >= 3% faster; an
-// enumerated pick gives way to a heuristic candidate within 0.5% of its time). Fields in
-// GemmPinKey's and GemmAlgoConfig's order (tile, stages and cluster are cublasLt.h's enum values).
+// enumerated pick gives way to a heuristic candidate within 0.5% of its time; a pick that splits K
+// to one that does not and is as fast). Fields in GemmPinKey's and GemmAlgoConfig's order (tile,
+// stages and cluster are cublasLt.h's enum values).
 std::vector<GemmPin> make_table() {
   return {
       // attn-proj forward bias: 31.3 us against the heuristic's first's 33.7 us (#7), same bits.
@@ -31,6 +32,10 @@ std::vector<GemmPin> make_table() {
       {{90, 130100, false, true, 3072, 768, 16384, CUDA_R_16BF, CUDA_R_32F,
         CUBLASLT_EPILOGUE_DEFAULT, false, 1},
        {66, 29, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 1, 0, 4}},
+      // fc1 backward-weight =: 105.9 us against the heuristic's first's 108.6 us (#1), same bits.
+      {{90, 130100, false, true, 768, 3072, 16384, CUDA_R_16BF, CUDA_R_32F,
+        CUBLASLT_EPILOGUE_DEFAULT, false, 1},
+       {66, 29, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 3, 0, 9}},
       // attn-proj backward-input: 30.7 us against the heuristic's first's 33.0 us (#7), same bits.
       {{90, 130100, false, false, 768, 16384, 768, CUDA_R_16BF, CUDA_R_16BF,
         CUBLASLT_EPILOGUE_DEFAULT, false, 1},
@@ -40,6 +45,11 @@ std::vector<GemmPin> make_table() {
       {{90, 130100, false, true, 768, 768, 16384, CUDA_R_16BF, CUDA_R_32F,
         CUBLASLT_EPILOGUE_DEFAULT, false, 1},
        {66, 29, 35, 4, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, 0, 1, 0, 3}},
+      // qkv backward-weight+bias (ones column) =: 88.6 us against the heuristic's first's 91.2 us
+      // (#1), same bits.
+      {{90, 130100, false, true, 776, 2304, 16384, CUDA_R_16BF, CUDA_R_32F,
+        CUBLASLT_EPILOGUE_DEFAULT, false, 1},
+       {66, 20, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 3, 0, 5}},
       // qkv backward-weight+bias transposed (not issued): 88.9 us against the heuristic's first's
       // 93.4 us (#1), same bits.
       {{90, 130100, false, true, 2304, 776, 16384, CUDA_R_16BF, CUDA_R_32F,

@@ -1,5 +1,8 @@
 #include "matmul_cublaslt.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -11,6 +14,7 @@ struct Matmul::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  size_t workspace = SIZE_MAX;  // what `algo` needs (SIZE_MAX: unknown, the shared workspace)
   ~Plan() {
     if (la != nullptr) cublasLtMatrixLayoutDestroy(la);
     if (lb != nullptr) cublasLtMatrixLayoutDestroy(lb);
@@ -54,7 +58,8 @@ cublasLtEpilogue_t epilogue_of(const GemmCall& c) {
 
 }  // namespace
 
-Matmul::Matmul(size_t workspace_bytes) : workspace_(workspace_bytes) {
+Matmul::Matmul(size_t workspace_bytes)
+    : workspace_(workspace_bytes), slots_(kWorkspaceSlots ? kSlotArenaBytes : 0) {
   RY_CUBLAS(cublasLtCreate(&handle_));
   int dev = 0, major = 0, minor = 0;
   RY_CUDA(cudaGetDevice(&dev));
@@ -122,6 +127,7 @@ Matmul::Plan& Matmul::plan_for(const GemmCall& c) {
   p->ld = make_layout(c.d_type, c.m, c.n, c.ldd, c.batch, c.stride_d);
 
   p->algo = choose_algo(*p, c);
+  p->workspace = workspace_needed(*p);
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
@@ -204,17 +210,54 @@ std::vector<cublasLtMatmulHeuristicResult_t> Matmul::candidates(const GemmCall& 
   return heuristic(plan_for(c), c, count);
 }
 
+size_t Matmul::workspace_needed(const Plan& p) const {
+  cublasLtMatmulHeuristicResult_t r{};
+  if (cublasLtMatmulAlgoCheck(handle_, p.op, p.la, p.lb, p.ld, p.ld, &p.algo, &r) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return SIZE_MAX;
+  }
+  return r.workspaceSize;
+}
+
+Matmul::Workspace Matmul::workspace_for(const Plan& p, cudaStream_t stream) {
+  const Workspace shared{workspace_.as<void>(), workspace_.bytes()};
+  if (slots_.bytes() == 0 || p.workspace > kMaxSlotWorkspace) return shared;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  RY_CUDA(cudaStreamGetCaptureInfo(stream, &status, &id));
+  if (status != cudaStreamCaptureStatusActive) return shared;
+  if (id != capture_id_) {  // a new capture: a new graph, whose products may take any slot
+    capture_id_ = id;
+    slots_used_ = 0;
+  }
+  const size_t bytes =
+      (std::max<size_t>(p.workspace, 1) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  if (bytes > slots_.bytes() - slots_used_) {
+    if (!slots_full_logged_) {
+      std::fprintf(stderr,
+                   "railyard: warning: more products in one CUDA graph than cuBLASLt workspace "
+                   "slots (%zu bytes): the rest keep their memsets (same results, slower)\n",
+                   slots_.bytes());
+      slots_full_logged_ = true;
+    }
+    return shared;
+  }
+  const Workspace slot{slots_.as<char>(slots_used_), bytes};
+  slots_used_ += bytes;
+  return slot;
+}
+
 void Matmul::gemm(const GemmCall& c, cudaStream_t stream) {
   Plan& p = plan_for(c);
-  launch(c, p, p.algo, stream);
+  launch(c, p, p.algo, workspace_for(p, stream), stream);
 }
 
 void Matmul::gemm_with(const GemmCall& c, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream) {
-  launch(c, plan_for(c), algo, stream);
+  launch(c, plan_for(c), algo, {workspace_.as<void>(), workspace_.bytes()}, stream);
 }
 
 void Matmul::launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo,
-                    cudaStream_t stream) {
+                    const Workspace& ws, cudaStream_t stream) {
   if (c.bias != nullptr) {
     RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias,
                                              sizeof(c.bias)));
@@ -224,7 +267,7 @@ void Matmul::launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo
                                              &c.aux, sizeof(c.aux)));
   }
   RY_CUBLAS(cublasLtMatmul(handle_, p.op, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, c.d, p.ld, c.d,
-                           p.ld, &algo, workspace_.as<void>(), workspace_.bytes(), stream));
+                           p.ld, &algo, ws.ptr, ws.bytes, stream));
 }
 
 // Row-major M[r, c] is column-major M^T with leading dimension c; each product below is the

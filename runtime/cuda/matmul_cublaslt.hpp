@@ -25,6 +25,18 @@
 
 namespace railyard::cuda {
 
+// Workspace slots (issue 12). Inside a stream capture, a product whose algorithm needs at most
+// Matmul::kMaxSlotWorkspace bytes of workspace gets its own slot of a small arena (its need
+// rounded up to 256 bytes) instead of the shared workspace; each capture hands the slots out
+// afresh, so within one graph no two products share a slot. The memset cuBLASLt issues before
+// such a product (the nvjet products' tile counter) then writes bytes that no other node of the
+// graph touches, which lets StepGraphs zero them all once at the graph's head
+// (hoist_scratch_memsets in graph_memsets.hpp, given slot_arena()). Eager calls, products that
+// need more (split-K partials) and calls past the arena's end use the shared workspace, their
+// memsets in place. The algorithm is the same either way, so are the bits.
+// false (the A/B switch): every product uses the shared workspace, slot_arena() is empty.
+inline constexpr bool kWorkspaceSlots = true;
+
 // One column-major product D = alpha * op(A) op(B) + beta * D, optionally batched with
 // strides, with an optional bias (length m, D's type) added in the epilogue.
 // GPT-2's GELU (the tanh form) in the epilogue: forward writes GELU(x) to D and x to `aux`;
@@ -73,6 +85,14 @@ class Matmul {
                                                          const GemmAlgoConfig& config);
   size_t workspace_bytes() const { return workspace_.bytes(); }
 
+  // The slots' arena (empty without kWorkspaceSlots). Promises, for a graph captured from calls
+  // of this Matmul (StepGraphs passes it on to hoist_scratch_memsets): nothing reads what the
+  // arena held before, each slot is used by one product, first by its memset where it has one.
+  // Nothing outside the graph uses the arena while it runs as long as graphs of this Matmul run
+  // one at a time (the engine's: all on its one stream).
+  const void* slot_arena() const { return slots_.as<void>(); }
+  size_t slot_arena_bytes() const { return slots_.bytes(); }
+
   // The product's key in the pin table on this GPU and cuBLASLt, and the algorithm gemm() runs
   // for it (tests/gpu checks a pinned product is the pin and still right).
   GemmPinKey pin_key(const GemmCall& c) const;
@@ -106,6 +126,12 @@ class Matmul {
  private:
   struct Plan;
   static constexpr int kPinCandidates = 32;  // how deep a pinned algorithm is looked for
+  static constexpr size_t kMaxSlotWorkspace = 4096, kSlotAlign = 256;
+  static constexpr size_t kSlotArenaBytes = size_t(4) << 20;  // 1024 slots of 4 KiB at least
+  struct Workspace {
+    void* ptr;
+    size_t bytes;
+  };
   using Key = std::tuple<bool, bool, int, int, int, int, int, int, int, int, int, bool, bool, int,
                          int64_t, int64_t, int64_t>;
   Plan& plan_for(const GemmCall& c);
@@ -114,11 +140,20 @@ class Matmul {
   cublasLtMatmulAlgo_t choose_algo(const Plan& p, const GemmCall& c) const;
   std::optional<cublasLtMatmulHeuristicResult_t> check_config(const Plan& p, const GemmCall& c,
                                                               const GemmAlgoConfig& config) const;
-  void launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
+  size_t workspace_needed(const Plan& p) const;
+  // The workspace for p's own algorithm on `stream`: a slot while `stream` captures and one is
+  // left and big enough, else the shared one.
+  Workspace workspace_for(const Plan& p, cudaStream_t stream);
+  void launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo, const Workspace& ws,
+              cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   int sm_ = 0;  // compute capability of the current device, major * 10 + minor
   DeviceBuffer workspace_;
+  DeviceBuffer slots_;
+  unsigned long long capture_id_ = 0;  // the capture whose products hold the first slots_used_
+  size_t slots_used_ = 0;              // bytes of slots_
+  bool slots_full_logged_ = false;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 

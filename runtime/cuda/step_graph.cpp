@@ -22,7 +22,8 @@ void abandon_capture(cudaStream_t stream) {
 
 }  // namespace
 
-StepGraphs::StepGraphs(bool enabled) : enabled_(enabled) {}
+StepGraphs::StepGraphs(bool enabled, const void* scratch, size_t scratch_bytes)
+    : enabled_(enabled), scratch_(scratch), scratch_bytes_(scratch_bytes) {}
 
 StepGraphs::~StepGraphs() {
   for (auto& [key, e] : graphs_) {
@@ -67,6 +68,9 @@ bool StepGraphs::capture(Entry& e, cudaStream_t stream, const std::function<void
       throw;
     }
     RY_CUDA(cudaStreamEndCapture(stream, &graph));
+    if (scratch_bytes_ > 0) {
+      memsets_hoisted_ += hoist_scratch_memsets(graph, scratch_, scratch_bytes_);
+    }
     memsets_as_kernels_ += replace_small_memsets(graph);
     RY_CUDA(cudaGraphInstantiate(&e.exec, graph, 0));
   } catch (const std::exception& ex) {
@@ -106,7 +110,7 @@ std::string StepGraphs::describe() const {
   if (enabled_) {
     return "cuda-graphs:on (" + std::to_string(captured_) + " captured, " +
            std::to_string(replays_) + " launches, " + std::to_string(memsets_as_kernels_) +
-           " memsets as kernels)";
+           " memsets as kernels, " + std::to_string(memsets_hoisted_) + " hoisted)";
   }
   if (off_reason_.empty()) return "cuda-graphs:off";
   return "cuda-graphs:off (capture failed)";

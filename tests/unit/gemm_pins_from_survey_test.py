@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/gemm_pins_from_survey.py: the committed pin table is the committed survey's picks; a
-changed pick changes the table, --write replaces only the generated part, and a survey the table
+changed pick changes the table, a split-K pick gives way to an unsplit candidate as fast, --write replaces only the generated part, and a survey the table
 cannot take (an in-place split-K reduction, a pick without the same bits, a missing field) is
 refused with a message naming it."""
 import copy
@@ -45,9 +45,27 @@ class GemmPinsFromSurvey(unittest.TestCase):
 
     def test_prints_one_entry_per_pick_other_than_the_first(self):
         out = run(SURVEY).stdout
+        # Two products whose first splits K have an unsplit candidate as fast (fc1 and qkv
+        # backward-weight =, the latter with the ones column).
         picks = [p for p in self.survey["products"] if p["pick"] != 0]
-        self.assertEqual(out.count("{{"), len(picks))
+        self.assertEqual(out.count("{{"), len(picks) + 2)
         self.assertIn("{39, 20, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 0, 0, 5}", out)
+
+    def test_a_split_k_pick_gives_way_to_an_unsplit_one_as_fast(self):
+        s = copy.deepcopy(self.survey)
+        p = self.product(s, "qkv backward-weight+bias (ones column) =")
+        unsplit = ("776, 2304, 16384, CUDA_R_16BF, CUDA_R_32F, CUBLASLT_EPILOGUE_DEFAULT, false, 1},"
+                   "\n       {66, 20, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 3, 0, 5}")
+        self.assertEqual((p["pick"], p["candidates"][0]["splitk"]), (0, 2))
+        self.assertIn(unsplit, run(SURVEY).stdout)
+        first = p["candidates"][0]["median_ms"]
+        for ms, workspace, taken in ((first, 0, True), (first * 1.001, 0, False),
+                                     (first, 4096, True), (first, 4097, False)):
+            p["candidates"][1].update(median_ms=ms, workspace_bytes=workspace)
+            out = run(self.write("survey.json", s)).stdout
+            self.assertEqual(unsplit in out, taken, (ms, workspace))
+        p["candidates"][1].update(median_ms=first, workspace_bytes=0, rel_diff_vs_first=0.02)
+        self.assertNotIn(unsplit, run(self.write("survey.json", s)).stdout)
 
     def test_an_enumerated_pick_replaces_the_generated_part_only(self):
         s = copy.deepcopy(self.survey)
