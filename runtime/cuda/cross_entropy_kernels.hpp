@@ -9,6 +9,19 @@
 
 namespace railyard::cuda {
 
+// How the staged kernel (rows that fit shared memory, with the gradient) forms its exponentials;
+// cross_entropy_bench times each, gpu_kernels_check checks each.
+// - kTwice: an online (max, sum) pass, then the gradient's pass computes each exponential again
+//   (the kernel before issue 12's ce branch: two MUFU instructions per logit).
+// - kOnce: each thread takes the max of its own staged columns, then stores exp(x - that max)
+//   over the staged logits (fp16, scaled by 2^15, in bf16 rows) while summing it; the gradient
+//   multiplies the stored value by one factor per thread: one MUFU per logit.
+// - kTwicePacked: kTwice with the gradient's exponentials two per instruction (ex2.approx.f16x2).
+enum class CrossEntropyExp { kTwice, kOnce, kTwicePacked };
+// The engine's choice; switch here if cross_entropy_bench measures another variant faster.
+inline constexpr CrossEntropyExp kCrossEntropyExp = CrossEntropyExp::kOnce;
+const char* cross_entropy_exp_name(CrossEntropyExp how);
+
 // logits [N, Vp]; columns >= V are padding and get gradient 0. losses[n] = -log p(target); a
 // negative target is ignored (loss 0, gradient 0). With write_grad, logits become dscale * (softmax
 // - onehot(target)).
@@ -19,12 +32,13 @@ namespace railyard::cuda {
 // and logits is 16-byte aligned.
 template <typename T>
 void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* targets, int N, int V,
-                                    int Vp, float dscale, bool write_grad, cudaStream_t stream);
+                                    int Vp, float dscale, bool write_grad, cudaStream_t stream,
+                                    CrossEntropyExp how = kCrossEntropyExp);
 
 // How many rows of Vp columns of T cross_entropy_forward_backward stages per multiprocessor at once
 // on the current device (one per block, as many blocks as fit: 2 for GPT-2's bf16 rows on an
 // H100/H200), or 0 where a row does not fit (rows read twice).
 template <typename T>
-int cross_entropy_staged_rows(int Vp);
+int cross_entropy_staged_rows(int Vp, CrossEntropyExp how = kCrossEntropyExp);
 
 }  // namespace railyard::cuda
