@@ -4,6 +4,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cross_entropy_kernels.hpp"
@@ -132,7 +133,7 @@ __device__ __forceinline__ Pack<T> staged_gradient(const Pack<T>& slot, int q, i
   const int j0 = q * Pack<T>::kN;
   if constexpr (kHow == CrossEntropyExp::kOnce) {
     return gradient_stored(slot, j0, V, tgt, factor, dscale);
-  } else if constexpr (kHow == CrossEntropyExp::kTwicePacked) {
+  } else if constexpr (kHow == CrossEntropyExp::kTwicePacked && std::is_same_v<T, bf16>) {
     return gradient_h2(slot, j0, V, tgt, st.x, st.y * dscale, dscale);
   } else {
     return gradient(slot, j0, V, tgt, st.x, st.y * dscale, dscale);

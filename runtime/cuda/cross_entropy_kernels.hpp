@@ -16,7 +16,8 @@ namespace railyard::cuda {
 // - kOnce: each thread takes the max of its own staged columns, then stores exp(x - that max)
 //   over the staged logits (fp16, scaled by 2^15, in bf16 rows) while summing it; the gradient
 //   multiplies the stored value by one factor per thread: one MUFU per logit.
-// - kTwicePacked: kTwice with the gradient's exponentials two per instruction (ex2.approx.f16x2).
+// - kTwicePacked: kTwice with the gradient's exponentials two per instruction (ex2.approx.f16x2,
+//   about a bf16 unit in the last place): bf16 rows only, fp32 rows run kTwice.
 enum class CrossEntropyExp { kTwice, kOnce, kTwicePacked };
 // The engine's choice; switch here if cross_entropy_bench measures another variant faster.
 inline constexpr CrossEntropyExp kCrossEntropyExp = CrossEntropyExp::kOnce;
