@@ -226,44 +226,26 @@ StagedLaunch staged_launch(size_t row_bytes) {
   return l;
 }
 
-template <typename T>
-StagedLaunch staged_launch(size_t row_bytes, CrossEntropyExp how) {
-  switch (how) {
-    case CrossEntropyExp::kOnce:
-      return staged_launch<T, CrossEntropyExp::kOnce>(row_bytes);
-    case CrossEntropyExp::kTwicePacked:
-      return staged_launch<T, CrossEntropyExp::kTwicePacked>(row_bytes);
-    case CrossEntropyExp::kTwice:
-      break;
-  }
-  return staged_launch<T, CrossEntropyExp::kTwice>(row_bytes);
+// Calls f with `how` as a compile-time constant (a std::integral_constant).
+template <typename F>
+auto with_exp(CrossEntropyExp how, const F& f) {
+  using E = CrossEntropyExp;
+  if (how == E::kOnce) return f(std::integral_constant<E, E::kOnce>{});
+  if (how == E::kTwicePacked) return f(std::integral_constant<E, E::kTwicePacked>{});
+  return f(std::integral_constant<E, E::kTwice>{});
 }
 
-// The staged kernel of `how` over N rows on a grid of `grid` blocks.
 template <typename T>
-void launch_staged(CrossEntropyExp how, int grid, size_t row_bytes, cudaStream_t stream,
-                   T* logits, float* losses, const int32_t* targets, int N, int V, int Vp,
-                   float dscale) {
-  auto kernel = cross_entropy_staged_kernel<T, CrossEntropyExp::kTwice>;
-  if (how == CrossEntropyExp::kOnce) kernel = cross_entropy_staged_kernel<T, CrossEntropyExp::kOnce>;
-  if (how == CrossEntropyExp::kTwicePacked) {
-    kernel = cross_entropy_staged_kernel<T, CrossEntropyExp::kTwicePacked>;
-  }
-  kernel<<<grid, kThreads, row_bytes, stream>>>(logits, losses, targets, N, V, Vp, dscale);
+StagedLaunch staged_launch(size_t row_bytes, CrossEntropyExp how) {
+  return with_exp(how, [&](auto k) { return staged_launch<T, decltype(k)::value>(row_bytes); });
 }
 
 }  // namespace
 
 const char* cross_entropy_exp_name(CrossEntropyExp how) {
-  switch (how) {
-    case CrossEntropyExp::kOnce:
-      return "once";
-    case CrossEntropyExp::kTwicePacked:
-      return "twice-packed";
-    case CrossEntropyExp::kTwice:
-      break;
-  }
-  return "twice";
+  static const char* const names[] = {"twice", "once", "twice-packed"};  // in the enum's order
+  const int i = static_cast<int>(how);
+  return i >= 0 && i < 3 ? names[i] : "unknown";
 }
 
 template <typename T>
@@ -288,8 +270,11 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
   // Without the gradient the plain kernel reads each row once already.
   const StagedLaunch l = write_grad ? staged_launch<T>(row_bytes, how) : StagedLaunch{};
   if (l.blocks_per_sm > 0) {
-    launch_staged(how, std::min(N, l.blocks_per_sm * l.multiprocessors), row_bytes, stream, logits,
-                  losses, targets, N, V, Vp, dscale);
+    const int grid = std::min(N, l.blocks_per_sm * l.multiprocessors);
+    with_exp(how, [&](auto k) {
+      cross_entropy_staged_kernel<T, decltype(k)::value>
+          <<<grid, kThreads, row_bytes, stream>>>(logits, losses, targets, N, V, Vp, dscale);
+    });
   } else {
     cross_entropy_kernel<T>
         <<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dscale, write_grad);

@@ -1,9 +1,10 @@
 #pragma once
 // One softmax cross-entropy row, piece by piece, shared by cross_entropy_kernels.cu's two loss
 // kernels (rows staged and rows read twice): the online (max, sum of exponentials) over 16-byte
-// packs, the block's fixed-order combination of the threads' pairs into the row's loss, and the
-// gradient of a pack. Every sum runs in an order fixed by the block's shape: the same bits run to
-// run.
+// packs, or the max first and each exponential once, stored over the staged row; the block's
+// fixed-order combination of the threads' pairs into the row's loss; and the gradient of a pack,
+// from the logits or from the stored exponentials. Every sum runs in an order fixed by the
+// block's shape: the same bits run to run.
 
 #include <cuda_fp16.h>
 
