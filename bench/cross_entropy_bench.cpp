@@ -1,7 +1,7 @@
 // The LM head's loss kernel alone (runtime/cuda/cross_entropy_kernels.cu, bench/NOTES.md issue
 // 12): cross_entropy_forward_backward with the gradient on one chunk of the head's logits, GPT-2's
 // (4096 rows of 50304 bf16 columns, 50257 real), timed with cudaEvents, once per way of forming
-// the exponentials (CrossEntropyExp; `twice` is the kernel before issue 12's ce branch). Prints
+// the exponentials (CrossEntropyStaged; `twice` is the kernel before issue 12's ce branch). Prints
 // for each the median and minimum microseconds and the device-memory rate of one read and one
 // write of the logits; whether it gives the same bits twice; its errors against float64 on a
 // sample of rows; and its largest differences from `twice` (gradient, loss).
@@ -159,9 +159,9 @@ json line(const std::string& who, const Run& r, const Inputs& in, bool same,
 }
 
 // One variant: timed, run once more for the bits, compared with `before` (itself where null).
-json run_variant(Inputs& in, railyard::cuda::CrossEntropyExp how, const Run* before,
+json run_variant(Inputs& in, railyard::cuda::CrossEntropyStaged how, const Run* before,
                  const railyard::bench::TimingOptions& o, Run& kept, bool& all_same) {
-  using railyard::cuda::CrossEntropyExp;
+  using railyard::cuda::CrossEntropyStaged;
   const Kernel k = [how](bf16* x, float* l, const int32_t* t) {
     railyard::cuda::cross_entropy_forward_backward(x, l, t, kRows, kVocab, kPadded, kDscale, true,
                                                    nullptr, how);
@@ -173,13 +173,16 @@ json run_variant(Inputs& in, railyard::cuda::CrossEntropyExp how, const Run* bef
   const bool same = same_bits(time_kernel(in, k, once), now);
   all_same = all_same && same;
   const int rows = railyard::cuda::cross_entropy_staged_rows<bf16>(kPadded, how);
-  std::string who = std::string(how == CrossEntropyExp::kTwice ? "before: " : "") +
-                    railyard::cuda::cross_entropy_exp_name(how) +
-                    (rows > 0 ? " (" + std::to_string(rows) + " x 512 per SM)" : " (read twice)") +
-                    (how == railyard::cuda::kCrossEntropyExp ? " ENGINE" : "");
+  std::string who = std::string(how == CrossEntropyStaged::kTwice ? "before: " : "") +
+                    railyard::cuda::cross_entropy_staged_name(how) +
+                    (rows > 0 ? " (" + std::to_string(rows) + " x " +
+                                    std::to_string(railyard::cuda::cross_entropy_staged_threads(how)) +
+                                    " per SM)"
+                              : " (read twice)") +
+                    (how == railyard::cuda::kCrossEntropyStaged ? " ENGINE" : "");
   json j = line(who, now, in, same, before != nullptr ? max_diff(now, *before) : max_diff(now, now));
-  j["variant"] = railyard::cuda::cross_entropy_exp_name(how);
-  j["engine"] = how == railyard::cuda::kCrossEntropyExp;
+  j["variant"] = railyard::cuda::cross_entropy_staged_name(how);
+  j["engine"] = how == railyard::cuda::kCrossEntropyStaged;
   j["staged_rows_per_sm"] = rows;
   kept = std::move(now);
   return j;
@@ -188,7 +191,7 @@ json run_variant(Inputs& in, railyard::cuda::CrossEntropyExp how, const Run* bef
 }  // namespace
 
 int main(int argc, char** argv) try {
-  using railyard::cuda::CrossEntropyExp;
+  using railyard::cuda::CrossEntropyStaged;
   const railyard::bench::TimingOptions o = railyard::bench::parse_timing(argc, argv, kUsage);
   Inputs in{std::vector<bf16>(size_t(kRows) * kPadded),
             std::vector<int32_t>(kRows),
@@ -208,13 +211,14 @@ int main(int argc, char** argv) try {
   bool all_same = true;
   Run before, other;
   json runs = json::array();
-  runs.push_back(run_variant(in, CrossEntropyExp::kTwice, nullptr, o, before, all_same));
-  for (CrossEntropyExp how : {CrossEntropyExp::kOnce, CrossEntropyExp::kTwicePacked}) {
+  runs.push_back(run_variant(in, CrossEntropyStaged::kTwice, nullptr, o, before, all_same));
+  for (CrossEntropyStaged how : {CrossEntropyStaged::kOnce, CrossEntropyStaged::kOnceWide,
+                                 CrossEntropyStaged::kTwicePacked}) {
     runs.push_back(run_variant(in, how, &before, o, other, all_same));
   }
   json out{{"rows", kRows},       {"vocab", kVocab}, {"padded", kPadded},
            {"warmup", o.warmup},  {"reps", o.reps},  {"same_bits", all_same},
-           {"engine", railyard::cuda::cross_entropy_exp_name(railyard::cuda::kCrossEntropyExp)},
+           {"engine", railyard::cuda::cross_entropy_staged_name(railyard::cuda::kCrossEntropyStaged)},
            {"runs", runs}};
   if (!o.json.empty()) {
     std::ofstream f(o.json);

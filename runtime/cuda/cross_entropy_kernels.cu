@@ -18,6 +18,14 @@ namespace {
 
 constexpr int kThreads = 512;
 
+// The staged kernel's block: 1024 threads for kOnceWide, kThreads for the others.
+__host__ __device__ constexpr int staged_threads(CrossEntropyStaged how) {
+  return how == CrossEntropyStaged::kOnceWide ? 2 * kThreads : kThreads;
+}
+__host__ __device__ constexpr bool stores_exps(CrossEntropyStaged how) {
+  return how == CrossEntropyStaged::kOnce || how == CrossEntropyStaged::kOnceWide;
+}
+
 // One block per row, 16-byte packs (Vp is a multiple of 8); the padding columns [V, Vp) are
 // skipped in the sums and get gradient 0. The row is read twice with the gradient (rows too long
 // to stage), once without.
@@ -108,7 +116,7 @@ __device__ __forceinline__ void sums_online(const Pack<T>* row, int packs, int r
   }
 }
 
-// The same for kOnce: the max over the thread's packs round by round as they land, then each
+// The same for kOnce and kOnceWide: the max over the thread's packs round by round as they land, then each
 // exponential once, stored over its logit (2^kExpShift exp(x - m)) and summed; s comes back
 // unscaled (times 2^-kExpShift, exact).
 template <typename T>
@@ -127,13 +135,13 @@ __device__ __forceinline__ void sums_once(Pack<T>* row, int packs, int rounds, i
 }
 
 // The gradient of pack q of the staged row; st from finish_row, m the thread's max (kOnce).
-template <CrossEntropyExp kHow, typename T>
+template <CrossEntropyStaged kHow, typename T>
 __device__ __forceinline__ Pack<T> staged_gradient(const Pack<T>& slot, int q, int V, int tgt,
                                                    float2 st, float factor, float dscale) {
   const int j0 = q * Pack<T>::kN;
-  if constexpr (kHow == CrossEntropyExp::kOnce) {
+  if constexpr (stores_exps(kHow)) {
     return gradient_stored(slot, j0, V, tgt, factor, dscale);
-  } else if constexpr (kHow == CrossEntropyExp::kTwicePacked && std::is_same_v<T, bf16>) {
+  } else if constexpr (kHow == CrossEntropyStaged::kTwicePacked && std::is_same_v<T, bf16>) {
     return gradient_h2(slot, j0, V, tgt, st.x, st.y * dscale, dscale);
   } else {
     return gradient(slot, j0, V, tgt, st.x, st.y * dscale, dscale);
@@ -146,8 +154,8 @@ __device__ __forceinline__ Pack<T> staged_gradient(const Pack<T>& slot, int q, i
 // needs no barrier; once it has written the gradient of a pack it starts the copy of that pack
 // of its block's next row into the same slot, so the next row's read overlaps this row's writes.
 // kTwice sums in the same order as cross_entropy_kernel: the same bits.
-template <typename T, CrossEntropyExp kHow>
-__global__ void __launch_bounds__(kThreads, 2)
+template <typename T, CrossEntropyStaged kHow>
+__global__ void __launch_bounds__(staged_threads(kHow), 2)
     cross_entropy_staged_kernel(T* logits, float* losses, const int32_t* targets, int N, int V,
                                 int Vp, float dscale) {
   constexpr int kN = Pack<T>::kN;
@@ -162,14 +170,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     // overwritten only below, after finish_row's barriers.
     const float target_logit = threadIdx.x == 0 && tgt >= 0 ? to_f(x[tgt]) : 0.0f;
     float m = -INFINITY, s = 0.0f;
-    if constexpr (kHow == CrossEntropyExp::kOnce) {
+    if constexpr (stores_exps(kHow)) {
       sums_once(row, packs, rounds, V, m, s);
     } else {
       sums_online(row, packs, rounds, V, m, s);
     }
     const float2 st = finish_row(m, s, losses + n, target_logit, tgt);
     // kOnce: 2^-kExpShift exp(m - M) dscale / sum, from the thread's m (0 where it had none).
-    const float factor = kHow == CrossEntropyExp::kOnce && m != -INFINITY
+    const float factor = stores_exps(kHow) && m != -INFINITY
                              ? exp2_approx(fmaf(m, kLog2e, -kExpShift) - st.x) * st.y * dscale
                              : 0.0f;
     const T* next = n + gridDim.x < N ? x + size_t(gridDim.x) * Vp : nullptr;
@@ -197,7 +205,7 @@ struct StagedLaunch {
   int multiprocessors = 0;
 };
 
-template <typename T, CrossEntropyExp kHow>
+template <typename T, CrossEntropyStaged kHow>
 StagedLaunch staged_launch(size_t row_bytes) {
   static std::mutex mu;
   static std::vector<StagedLaunch> known;  // one per device and row size seen: a handful
@@ -220,7 +228,7 @@ StagedLaunch staged_launch(size_t row_bytes) {
     RY_CUDA(cudaFuncSetAttribute(cross_entropy_staged_kernel<T, kHow>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(fits)));
     RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &l.blocks_per_sm, cross_entropy_staged_kernel<T, kHow>, kThreads, row_bytes));
+        &l.blocks_per_sm, cross_entropy_staged_kernel<T, kHow>, staged_threads(kHow), row_bytes));
   }
   known.push_back(l);
   return l;
@@ -228,35 +236,41 @@ StagedLaunch staged_launch(size_t row_bytes) {
 
 // Calls f with `how` as a compile-time constant (a std::integral_constant).
 template <typename F>
-auto with_exp(CrossEntropyExp how, const F& f) {
-  using E = CrossEntropyExp;
+auto with_staged(CrossEntropyStaged how, const F& f) {
+  using E = CrossEntropyStaged;
   if (how == E::kOnce) return f(std::integral_constant<E, E::kOnce>{});
+  if (how == E::kOnceWide) return f(std::integral_constant<E, E::kOnceWide>{});
   if (how == E::kTwicePacked) return f(std::integral_constant<E, E::kTwicePacked>{});
   return f(std::integral_constant<E, E::kTwice>{});
 }
 
 template <typename T>
-StagedLaunch staged_launch(size_t row_bytes, CrossEntropyExp how) {
-  return with_exp(how, [&](auto k) { return staged_launch<T, decltype(k)::value>(row_bytes); });
+StagedLaunch staged_launch(size_t row_bytes, CrossEntropyStaged how) {
+  return with_staged(how, [&](auto k) { return staged_launch<T, decltype(k)::value>(row_bytes); });
 }
 
 }  // namespace
 
-const char* cross_entropy_exp_name(CrossEntropyExp how) {
-  static const char* const names[] = {"twice", "once", "twice-packed"};  // in the enum's order
+const char* cross_entropy_staged_name(CrossEntropyStaged how) {
+  // In the enum's order.
+  static const char* const names[] = {"twice", "once", "once-wide", "twice-packed"};
   const int i = static_cast<int>(how);
-  return i >= 0 && i < 3 ? names[i] : "unknown";
+  return i >= 0 && i < 4 ? names[i] : "unknown";
+}
+
+int cross_entropy_staged_threads(CrossEntropyStaged how) {
+  return staged_threads(how);
 }
 
 template <typename T>
-int cross_entropy_staged_rows(int Vp, CrossEntropyExp how) {
+int cross_entropy_staged_rows(int Vp, CrossEntropyStaged how) {
   return staged_launch<T>(size_t(Vp) * sizeof(T), how).blocks_per_sm;
 }
 
 template <typename T>
 void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* targets, int N, int V,
                                     int Vp, float dscale, bool write_grad, cudaStream_t stream,
-                                    CrossEntropyExp how) {
+                                    CrossEntropyStaged how) {
   if (Vp % Pack<T>::kN != 0 || reinterpret_cast<uintptr_t>(logits) % 16 != 0) {
     throw std::invalid_argument("cross-entropy: logits rows of " + std::to_string(Vp) +
                                 " columns at " +
@@ -271,9 +285,10 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
   const StagedLaunch l = write_grad ? staged_launch<T>(row_bytes, how) : StagedLaunch{};
   if (l.blocks_per_sm > 0) {
     const int grid = std::min(N, l.blocks_per_sm * l.multiprocessors);
-    with_exp(how, [&](auto k) {
+    with_staged(how, [&](auto k) {
       cross_entropy_staged_kernel<T, decltype(k)::value>
-          <<<grid, kThreads, row_bytes, stream>>>(logits, losses, targets, N, V, Vp, dscale);
+          <<<grid, staged_threads(decltype(k)::value), row_bytes, stream>>>(
+              logits, losses, targets, N, V, Vp, dscale);
     });
   } else {
     cross_entropy_kernel<T>
@@ -282,11 +297,11 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
   RY_CUDA_LAUNCHED();
 }
 
-template int cross_entropy_staged_rows<float>(int, CrossEntropyExp);
-template int cross_entropy_staged_rows<bf16>(int, CrossEntropyExp);
+template int cross_entropy_staged_rows<float>(int, CrossEntropyStaged);
+template int cross_entropy_staged_rows<bf16>(int, CrossEntropyStaged);
 template void cross_entropy_forward_backward<float>(float*, float*, const int32_t*, int, int, int,
-                                                    float, bool, cudaStream_t, CrossEntropyExp);
+                                                    float, bool, cudaStream_t, CrossEntropyStaged);
 template void cross_entropy_forward_backward<bf16>(bf16*, float*, const int32_t*, int, int, int,
-                                                   float, bool, cudaStream_t, CrossEntropyExp);
+                                                   float, bool, cudaStream_t, CrossEntropyStaged);
 
 }  // namespace railyard::cuda

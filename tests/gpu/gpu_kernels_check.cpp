@@ -468,11 +468,11 @@ void check_cudnn_attention_pinned(Report& r, std::mt19937_64& rng, cudaStream_t 
 // `how`: the staged kernel's exponentials (the engine's unless a variant is asked for).
 template <typename T>
 void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N, int V, int Vp,
-                         cuda::CrossEntropyExp how = cuda::kCrossEntropyExp) {
+                         cuda::CrossEntropyStaged how = cuda::kCrossEntropyStaged) {
   const int staged = cuda::cross_entropy_staged_rows<T>(Vp, how);
   std::string t = type_name<T>() + std::string(" V ") + std::to_string(V) + " N " +
                   std::to_string(N) +
-                  (staged > 0 ? " staged " + std::string(cuda::cross_entropy_exp_name(how)) +
+                  (staged > 0 ? " staged " + std::string(cuda::cross_entropy_staged_name(how)) +
                                     ", " + std::to_string(staged) + " block(s) per SM"
                               : std::string(" read twice"));
   std::vector<int32_t> tgt(N);
@@ -748,9 +748,10 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_cross_entropy<T>(r, rng, s, 300, 80001, 80008);
   check_cross_entropy<T>(r, rng, s, 24, 120001, 120008);
   // The staged kernel's other ways of forming the exponentials (cross_entropy_bench's variants).
-  for (cuda::CrossEntropyExp how : {cuda::CrossEntropyExp::kTwice, cuda::CrossEntropyExp::kOnce,
-                                    cuda::CrossEntropyExp::kTwicePacked}) {
-    if (how != cuda::kCrossEntropyExp) check_cross_entropy<T>(r, rng, s, 600, 50257, 50304, how);
+  for (cuda::CrossEntropyStaged how :
+       {cuda::CrossEntropyStaged::kTwice, cuda::CrossEntropyStaged::kOnce,
+        cuda::CrossEntropyStaged::kOnceWide, cuda::CrossEntropyStaged::kTwicePacked}) {
+    if (how != cuda::kCrossEntropyStaged) check_cross_entropy<T>(r, rng, s, 600, 50257, 50304, how);
   }
   check_adamw<T>(r, rng, s);
   check_ones_column_product<T>(r, rng, mm, s);
