@@ -158,10 +158,21 @@ json line(const std::string& who, const Run& r, const Inputs& in, bool same,
           {"loss_max_diff_vs_before", vs_before.second}};
 }
 
+// "before: twice (2 x 512 per SM)", "once (2 x 512 per SM) ENGINE", ...
+std::string label(railyard::cuda::CrossEntropyStaged how, int rows_per_sm) {
+  namespace cu = railyard::cuda;
+  const std::string where =
+      rows_per_sm > 0 ? " (" + std::to_string(rows_per_sm) + " x " +
+                            std::to_string(cu::cross_entropy_staged_threads(how)) + " per SM)"
+                      : std::string(" (read twice)");
+  return (how == cu::CrossEntropyStaged::kTwice ? "before: " : "") +
+         std::string(cu::cross_entropy_staged_name(how)) + where +
+         (how == cu::kCrossEntropyStaged ? " ENGINE" : "");
+}
+
 // One variant: timed, run once more for the bits, compared with `before` (itself where null).
 json run_variant(Inputs& in, railyard::cuda::CrossEntropyStaged how, const Run* before,
                  const railyard::bench::TimingOptions& o, Run& kept, bool& all_same) {
-  using railyard::cuda::CrossEntropyStaged;
   const Kernel k = [how](bf16* x, float* l, const int32_t* t) {
     railyard::cuda::cross_entropy_forward_backward(x, l, t, kRows, kVocab, kPadded, kDscale, true,
                                                    nullptr, how);
@@ -173,14 +184,9 @@ json run_variant(Inputs& in, railyard::cuda::CrossEntropyStaged how, const Run* 
   const bool same = same_bits(time_kernel(in, k, once), now);
   all_same = all_same && same;
   const int rows = railyard::cuda::cross_entropy_staged_rows<bf16>(kPadded, how);
-  std::string who = std::string(how == CrossEntropyStaged::kTwice ? "before: " : "") +
-                    railyard::cuda::cross_entropy_staged_name(how) +
-                    (rows > 0 ? " (" + std::to_string(rows) + " x " +
-                                    std::to_string(railyard::cuda::cross_entropy_staged_threads(how)) +
-                                    " per SM)"
-                              : " (read twice)") +
-                    (how == railyard::cuda::kCrossEntropyStaged ? " ENGINE" : "");
-  json j = line(who, now, in, same, before != nullptr ? max_diff(now, *before) : max_diff(now, now));
+  const std::string who = label(how, rows);
+  const auto vs_before = before != nullptr ? max_diff(now, *before) : std::pair<double, double>{};
+  json j = line(who, now, in, same, vs_before);
   j["variant"] = railyard::cuda::cross_entropy_staged_name(how);
   j["engine"] = how == railyard::cuda::kCrossEntropyStaged;
   j["staged_rows_per_sm"] = rows;
@@ -216,10 +222,15 @@ int main(int argc, char** argv) try {
                                  CrossEntropyStaged::kTwicePacked}) {
     runs.push_back(run_variant(in, how, &before, o, other, all_same));
   }
-  json out{{"rows", kRows},       {"vocab", kVocab}, {"padded", kPadded},
-           {"warmup", o.warmup},  {"reps", o.reps},  {"same_bits", all_same},
-           {"engine", railyard::cuda::cross_entropy_staged_name(railyard::cuda::kCrossEntropyStaged)},
-           {"runs", runs}};
+  json out{
+      {"rows", kRows},
+      {"vocab", kVocab},
+      {"padded", kPadded},
+      {"warmup", o.warmup},
+      {"reps", o.reps},
+      {"same_bits", all_same},
+      {"engine", railyard::cuda::cross_entropy_staged_name(railyard::cuda::kCrossEntropyStaged)},
+      {"runs", runs}};
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << out.dump(2) << "\n";

@@ -116,9 +116,9 @@ __device__ __forceinline__ void sums_online(const Pack<T>* row, int packs, int r
   }
 }
 
-// The same for kOnce and kOnceWide: the max over the thread's packs round by round as they land, then each
-// exponential once, stored over its logit (2^kExpShift exp(x - m)) and summed; s comes back
-// unscaled (times 2^-kExpShift, exact).
+// The same for kOnce and kOnceWide: the max over the thread's packs round by round as they land,
+// then each exponential once, stored over its logit (2^kExpShift exp(x - m)) and summed; s comes
+// back unscaled (times 2^-kExpShift, exact).
 template <typename T>
 __device__ __forceinline__ void sums_once(Pack<T>* row, int packs, int rounds, int V, float& m,
                                           float& s) {
@@ -287,8 +287,8 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
     const int grid = std::min(N, l.blocks_per_sm * l.multiprocessors);
     with_staged(how, [&](auto k) {
       cross_entropy_staged_kernel<T, decltype(k)::value>
-          <<<grid, staged_threads(decltype(k)::value), row_bytes, stream>>>(
-              logits, losses, targets, N, V, Vp, dscale);
+          <<<grid, staged_threads(decltype(k)::value), row_bytes, stream>>>(logits, losses, targets,
+                                                                            N, V, Vp, dscale);
     });
   } else {
     cross_entropy_kernel<T>
