@@ -55,6 +55,14 @@ void fit_shared_memory(Kernel kernel, size_t bytes) {
   RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
 }
 
+// The most dynamic shared memory one block of the current device may opt in to.
+size_t shared_memory_limit() {
+  int device = 0, bytes = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(bytes);
+}
+
 // Per-column sums the backward pass keeps: dw and db, and with the column sums of dx (kSum) a
 // third, the bias gradient of the Linear layer whose output gradient dx is.
 __host__ __device__ constexpr int backward_parts(bool sum) {
@@ -481,6 +489,61 @@ __global__ void layernorm_forward_packed_kernel(ForwardArgs<T> a) {
     if (row0 + j < a.N) forward_row<T, P>(px[j], pd[j], a, row0 + j, lane);
   }
 }
+// Starts the copies of the lane's packs of x and delta of `row` (none from N on) into `slot`,
+// one group.
+template <typename T, int P>
+__device__ __forceinline__ void stage_forward_row(uint4* slot, const ForwardArgs<T>& a, int row,
+                                                  int lane, unsigned long long policy) {
+  constexpr int kN = Pack<T>::kN;
+  if (row < a.N) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int q = lane + 32 * i;
+      if (q < a.C / kN) {
+        const size_t at = size_t(row) * a.C + size_t(q) * kN;
+        copy_async16_hinted(slot + i * 32 + lane, a.x + at, policy);
+        if (a.delta != nullptr) copy_async16_hinted(slot + (P + i) * 32 + lane, a.delta + at, policy);
+      }
+    }
+  }
+  commit_async();
+}
+
+// The forward with rows staged in shared memory: warp g of the grid's G walks rows g, g + G,
+// ...; each lane copies its packs of x and delta into a ring of kS slots of its warp (cp.async,
+// as the backward: kS rows in flight per warp without registers, a lane reading back only what
+// it copied), then normalises the row from there. Inputs are read once: evict-first in L2.
+template <typename T, int P, int kS>
+__global__ void layernorm_forward_staged_kernel(ForwardArgs<T> a) {
+  constexpr int kSlot = 2 * P * 32;  // uint4s: x [P][32 lanes], delta [P][32 lanes]
+  extern __shared__ uint4 ring4[];
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  uint4* ring = ring4 + (threadIdx.x / 32) * kS * kSlot;
+  const int stride = gridDim.x * warps, first = blockIdx.x * warps + threadIdx.x / 32;
+  const unsigned long long policy = evict_first_policy();
+#pragma unroll
+  for (int k = 0; k < kS - 1; ++k) {
+    stage_forward_row<T, P>(ring + k * kSlot, a, first + k * stride, lane, policy);
+  }
+  int k = 0;
+  for (int row = first; row < a.N; row += stride, ++k) {
+    stage_forward_row<T, P>(ring + ((k + kS - 1) % kS) * kSlot, a, row + (kS - 1) * stride, lane,
+                            policy);
+    wait_async(kS - 1);  // this row's group has landed
+    const Pack<T>* slot = reinterpret_cast<const Pack<T>*>(ring + (k % kS) * kSlot);
+    Pack<T> px[P], pd[P];
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (lane + 32 * i < a.C / Pack<T>::kN) {
+        px[i] = slot[i * 32 + lane];
+        if (a.delta != nullptr) pd[i] = slot[(P + i) * 32 + lane];
+      }
+    }
+    forward_row<T, P>(px, pd, a, row, lane);
+  }
+  wait_async(0);
+}
+
 // Calls f(std::integral_constant<int, P>{}) for P = packs per lane, 1 to 4.
 template <typename F>
 auto with_lane_packs(int packs, F&& f) {
@@ -496,29 +559,48 @@ auto with_lane_packs(int packs, F&& f) {
   }
 }
 
-// The forward's shapes (kLayerNormForwardVariant): rows a warp (a template parameter), warps a
-// block. Variant 0 is the kernel before issue 12's third LayerNorm change.
+// The forward's shapes (kLayerNormForwardVariant): packed (stages 0; rows a warp a template
+// parameter) or staged (rows in flight per warp), warps a block. Variant 0 is the kernel before
+// issue 12's third LayerNorm change.
 struct ForwardShape {
-  int rows, warps;
+  int rows, stages, warps;
   const char* name;
 };
 constexpr ForwardShape kForwardShapes[kLayerNormForwardVariants] = {
-    {1, 8, "packed, 1 row a warp, 8 warps"},
-    {2, 8, "packed, 2 rows a warp, 8 warps"},
-    {4, 8, "packed, 4 rows a warp, 8 warps"},
-    {2, 4, "packed, 2 rows a warp, 4 warps"}};
+    {1, 0, 8, "packed, 1 row a warp, 8 warps"},
+    {2, 0, 8, "packed, 2 rows a warp, 8 warps"},
+    {1, 3, 8, "staged, 8 warps x 3 rows"},
+    {1, 4, 8, "staged, 8 warps x 4 rows"}};
 
-// Calls f(std::integral_constant<int, R>{}) for the variant's rows a warp.
-template <typename F>
-auto with_forward_rows(int variant, F&& f) {
-  switch (kForwardShapes[variant].rows) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    default:
-      return f(std::integral_constant<int, 4>{});
+// The packed forward at the variant's rows a warp.
+template <typename T, int P>
+void launch_packed_forward(const ForwardArgs<T>& a, const ForwardShape& shape,
+                           cudaStream_t stream) {
+  const int rows = shape.warps * shape.rows, blocks = (a.N + rows - 1) / rows;
+  if (shape.rows == 2) {
+    layernorm_forward_packed_kernel<T, P, 2><<<blocks, shape.warps * 32, 0, stream>>>(a);
+  } else {
+    layernorm_forward_packed_kernel<T, P, 1><<<blocks, shape.warps * 32, 0, stream>>>(a);
   }
+  RY_CUDA_LAUNCHED();
+}
+
+// The staged forward, as many blocks as are resident at once (fewer for few rows); false where
+// its rings do not fit a multiprocessor (the caller then takes the packed kernel).
+template <typename T, int P, int kS>
+bool launch_staged_forward(const ForwardArgs<T>& a, int warps, cudaStream_t stream) {
+  auto kernel = layernorm_forward_staged_kernel<T, P, kS>;
+  const size_t smem = size_t(warps) * kS * 2 * P * 32 * sizeof(uint4);
+  if (smem > shared_memory_limit()) return false;
+  allow_shared_memory(kernel, smem);
+  int device = 0, sms = 0, per_sm = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem));
+  const int blocks = std::max(1, std::min(per_sm * sms, (a.N + warps - 1) / warps));
+  kernel<<<blocks, warps * 32, smem, stream>>>(a);
+  RY_CUDA_LAUNCHED();
+  return true;
 }
 
 // The staged backward's shapes (kLayerNormBackwardVariant): warps a block, rows in flight per
@@ -561,14 +643,14 @@ void launch_layernorm_forward(const ForwardArgs<T>& a, int variant, cudaStream_t
     RY_CUDA_LAUNCHED();
     return;
   }
-  const int warps = kForwardShapes[variant].warps, rows = warps * kForwardShapes[variant].rows;
+  const ForwardShape& shape = kForwardShapes[variant];
   with_lane_packs(lane_packs, [&](auto p) {
-    with_forward_rows(variant, [&](auto r) {
-      layernorm_forward_packed_kernel<T, decltype(p)::value, decltype(r)::value>
-          <<<(a.N + rows - 1) / rows, warps * 32, 0, stream>>>(a);
-    });
+    constexpr int P = decltype(p)::value;
+    bool staged = false;
+    if (shape.stages == 3) staged = launch_staged_forward<T, P, 3>(a, shape.warps, stream);
+    if (shape.stages == 4) staged = launch_staged_forward<T, P, 4>(a, shape.warps, stream);
+    if (!staged) launch_packed_forward<T, P>(a, shape.stages == 0 ? shape : kForwardShapes[0], stream);
   });
-  RY_CUDA_LAUNCHED();
 }
 
 // Blocks of the wide-row kernel: three per multiprocessor of an H100/H200.
@@ -588,14 +670,6 @@ int staged_lane_packs(int C) {
 // Shared memory of a wide-row block: per warp and part, C floats.
 size_t backward_shared_bytes(int C, int parts) {
   return size_t(kWarps) * parts * C * sizeof(float);
-}
-
-// The most dynamic shared memory one block of the current device may opt in to.
-size_t shared_memory_limit() {
-  int device = 0, bytes = 0;
-  RY_CUDA(cudaGetDevice(&device));
-  RY_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return size_t(bytes);
 }
 
 // The staged kernel's first pass (dx and a row of partials per block); returns its rows of
