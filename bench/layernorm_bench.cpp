@@ -1,17 +1,18 @@
-// The step's two memory-bound backward families alone (issue 12, bench/NOTES.md): LayerNorm
-// backward (runtime/cuda/layernorm_kernels.cu) at GPT-2's rows, 16384 x 768 bf16, in the three
-// ways the step calls it (dx added to the residual gradient with the projection bias's column
-// sums: 23 layers' ln1/ln2; dx overwritten: ln_f; no column sums: layer 0's ln1), and the
-// embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257, on
-// uniform tokens (what bench/gpu_bench.sh trains on) and on tokens drawn as words are (a few ids
-// repeated hundreds of times). Each is timed beside the engine's kernel before it changed
-// (bench/layernorm_bench_reference.cu: LayerNorm before issue 12's second attempt, embedding
-// before issue 12), round by round after --warmup rounds, each run from the same inputs; median
-// and minimum microseconds and the rate of the bytes each must move. The embedding's outputs
-// must equal the reference's bit for bit. The LayerNorm's column sums are added in another
-// order than the reference's: its outputs must be the same bits when run twice, and close to
-// the reference's (dx within a bf16 rounding, dw, db and the column sums within 1e-3 of their
-// largest value); anything else fails the run (exit 1).
+// The step's memory-bound LayerNorm and embedding kernels alone (issue 12, bench/NOTES.md):
+// LayerNorm (runtime/cuda/layernorm_kernels.cu) at GPT-2's rows, 16384 x 768 bf16: the forward
+// with the residual add, its output rows 776 apart (the ones column), and the backward in the
+// three ways the step calls it (dx added to the residual gradient with the projection bias's
+// column sums: 23 layers' ln1/ln2; dx overwritten: ln_f; no column sums: layer 0's ln1); and
+// the embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257,
+// on uniform tokens (what bench/gpu_bench.sh trains on) and on tokens drawn as words are (a few
+// ids repeated hundreds of times). The LayerNorm kernels before (bench/layernorm_bench_reference.cu,
+// commit 2877015) are timed beside every variant the engine can run (layernorm_kernels.hpp;
+// "engine:" marks the one it runs), the embedding beside its kernels before issue 12; round by
+// round after --warmup rounds, each run from the same inputs; median and minimum microseconds
+// and the rate of the bytes each must move. LayerNorm outputs: the largest error against
+// float64 over the largest value (bf16 outputs within 1e-2, fp32 sums within 1e-3), the same
+// bits when run twice, and (information) the same bits as the kernel before. The embedding's
+// outputs must equal the reference's bit for bit. Any failure fails the run (exit 1).
 //
 //   layernorm_bench [--warmup 5] [--reps 30] [--json FILE]
 #include <cuda_runtime.h>
