@@ -604,7 +604,8 @@ bool launch_staged_forward(const ForwardArgs<T>& a, int warps, cudaStream_t stre
 }
 
 // The staged backward's shapes (kLayerNormBackwardVariant): warps a block, rows in flight per
-// warp (slots of its ring). Shared memory at bf16 C = 768: 159, 179 and 198 KB.
+// warp (slots of its ring). Shared memory at bf16 C = 768: 155, 174 and 193 KiB (at C = 1024
+// 204 KiB, 229 and 250: the last two take the wide-row kernel on an H100/H200's 227 KiB).
 template <typename F>
 auto with_backward_shape(int variant, F&& f) {
   using std::integral_constant;

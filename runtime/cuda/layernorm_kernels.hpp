@@ -15,10 +15,13 @@ inline constexpr float kLayerNormEps = 1e-5f;
 // set the index of the bench's fastest row (its names are layernorm_*_variant_name's). Every
 // variant gives the same bits every run; backward variants differ from each other in the order
 // of the dw, db and column sums (warps a block), forward variants not at all.
-// Backward: 0 staged, 8 warps x 4 rows in flight; 1 12 x 3; 2 8 x 5.
-inline constexpr int kLayerNormBackwardVariants = 3, kLayerNormBackwardVariant = 0;
-// Forward: 0 a row a warp, 8 warps (the kernel before); 1 2 rows a warp, 8 warps; 2 4 x 8; 3 2 x 4.
-inline constexpr int kLayerNormForwardVariants = 4, kLayerNormForwardVariant = 1;
+// Backward: rows staged in shared memory, warps a block x rows in flight a warp: 0 8 x 4 (the
+// kernel before's order of sums: its bits), 1 12 x 3 (three warps a scheduler to issue the
+// arithmetic), 2 8 x 5.
+inline constexpr int kLayerNormBackwardVariants = 3, kLayerNormBackwardVariant = 1;
+// Forward: 0 packed, a row a warp in registers, 8 warps (the kernel before); 1 packed, 2 rows a
+// warp; 2 staged in shared memory, 8 warps x 3 rows in flight a warp; 3 staged, 8 x 4.
+inline constexpr int kLayerNormForwardVariants = 4, kLayerNormForwardVariant = 3;
 const char* layernorm_backward_variant_name(int variant);
 const char* layernorm_forward_variant_name(int variant);
 
