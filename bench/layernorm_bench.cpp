@@ -114,7 +114,7 @@ json report(const std::string& name, const std::vector<std::string>& who,
   json rows = json::array();
   for (size_t k = 0; k < us.size(); ++k) {
     const double median = us[k][us[k].size() / 2];
-    std::printf("%-44s %-26s %9.1f %9.1f %8.3f  %s\n", name.c_str(), who[k].c_str(), median,
+    std::printf("%-44s %-36s %9.1f %9.1f %8.3f  %s\n", name.c_str(), who[k].c_str(), median,
                 us[k].front(), bytes[k] / (median * 1e-6) / 1e12, checks[k].c_str());
     rows.push_back({{"kernel", who[k]},
                     {"median_us", median},
@@ -450,7 +450,7 @@ int main(int argc, char** argv) try {
   const Options o = railyard::bench::parse_timing(argc, argv, kUsage);
   cudaStream_t s;
   RY_CUDA(cudaStreamCreate(&s));
-  std::printf("%-44s %-26s %9s %9s %8s  %s\n", "case", "kernel", "median us", "min us", "TB/s",
+  std::printf("%-44s %-36s %9s %9s %8s  %s\n", "case", "kernel", "median us", "min us", "TB/s",
               "check");
   bool all_ok = true;
   json out;
