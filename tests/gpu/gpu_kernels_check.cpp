@@ -138,6 +138,28 @@ void check_layernorm_ones_column(Report& r, const DevArray<T>& x, const DevArray
   r.same_bits(t + " ones column kept by layernorm forward", pad, pad_ref);
 }
 
+// Every kernel shape of the residual LayerNorm forward that the bench compares
+// (kLayerNormForwardVariant): the same bits as the engine's.
+template <typename T>
+void check_forward_variants(Report& r, const DevArray<T>& x, const DevArray<T>& delta,
+                            const DevArray<T>& w, const DevArray<T>& b, cudaStream_t s) {
+  DevArray<T> out(size_t(N) * C), resid(size_t(N) * C);
+  DevArray<float> mean(N), rstd(N);
+  cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
+                                   delta.ptr(), w.ptr(), b.ptr(), N, C, C, s);
+  const auto out1 = out.download(), resid1 = resid.download();
+  for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
+    out.poison();
+    resid.poison();
+    cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
+                                     delta.ptr(), w.ptr(), b.ptr(), N, C, C, s, v);
+    const std::string name = std::string(type_name<T>()) +
+                             " residual + layernorm forward variant " + std::to_string(v);
+    r.same_bits(name, out.download(), out1);
+    r.same_bits(name + " (residual)", resid.download(), resid1);
+  }
+}
+
 template <typename T>
 void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   std::string t = type_name<T>();
@@ -169,18 +191,8 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), rres.data(), hw.data(), hb.data(),
                                  N, C);
   r.check(t + " residual add", resid.download(), rres, 1e-7);
-  const auto out1 = out.download(), resid1 = resid.download();
-  r.check(t + " residual + layernorm forward", out1, ro, tol<T>());
-  // Every kernel shape the bench compares (kLayerNormForwardVariant): the same bits.
-  for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
-    out.poison();
-    resid.poison();
-    cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
-                                     delta.ptr(), w.ptr(), b.ptr(), N, C, C, s, v);
-    const std::string name = t + " residual + layernorm forward variant " + std::to_string(v);
-    r.same_bits(name, out.download(), out1);
-    r.same_bits(name + " (residual)", resid.download(), resid1);
-  }
+  r.check(t + " residual + layernorm forward", out.download(), ro, tol<T>());
+  check_forward_variants<T>(r, x, delta, w, b, s);
 
   // Backward against the statistics of the plain forward on x.
   cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
