@@ -1,17 +1,18 @@
-// The step's two memory-bound backward families alone (issue 12, bench/NOTES.md): LayerNorm
-// backward (runtime/cuda/layernorm_kernels.cu) at GPT-2's rows, 16384 x 768 bf16, in the three
-// ways the step calls it (dx added to the residual gradient with the projection bias's column
-// sums: 23 layers' ln1/ln2; dx overwritten: ln_f; no column sums: layer 0's ln1), and the
-// embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257, on
-// uniform tokens (what bench/gpu_bench.sh trains on) and on tokens drawn as words are (a few ids
-// repeated hundreds of times). Each is timed beside the engine's kernel before it changed
-// (bench/layernorm_bench_reference.cu: LayerNorm before issue 12's second attempt, embedding
-// before issue 12), round by round after --warmup rounds, each run from the same inputs; median
-// and minimum microseconds and the rate of the bytes each must move. The embedding's outputs
-// must equal the reference's bit for bit. The LayerNorm's column sums are added in another
-// order than the reference's: its outputs must be the same bits when run twice, and close to
-// the reference's (dx within a bf16 rounding, dw, db and the column sums within 1e-3 of their
-// largest value); anything else fails the run (exit 1).
+// The step's memory-bound LayerNorm and embedding kernels alone (issue 12, bench/NOTES.md):
+// LayerNorm (runtime/cuda/layernorm_kernels.cu) at GPT-2's rows, 16384 x 768 bf16: the forward
+// with the residual add, its output rows 776 apart (the ones column), and the backward in the
+// three ways the step calls it (dx added to the residual gradient with the projection bias's
+// column sums: 23 layers' ln1/ln2; dx overwritten: ln_f; no column sums: layer 0's ln1); and
+// the embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257,
+// on uniform tokens (what bench/gpu_bench.sh trains on) and on tokens drawn as words are (a few
+// ids repeated hundreds of times). The LayerNorm kernels before (bench/layernorm_bench_reference.cu,
+// commit 2877015) are timed beside every variant the engine can run (layernorm_kernels.hpp;
+// "engine:" marks the one it runs), the embedding beside its kernels before issue 12; round by
+// round after --warmup rounds, each run from the same inputs; median and minimum microseconds
+// and the rate of the bytes each must move. LayerNorm outputs: the largest error against
+// float64 over the largest value (bf16 outputs within 1e-2, fp32 sums within 1e-3), the same
+// bits when run twice, and (information) the same bits as the kernel before. The embedding's
+// outputs must equal the reference's bit for bit. Any failure fails the run (exit 1).
 //
 //   layernorm_bench [--warmup 5] [--reps 30] [--json FILE]
 #include <cuda_runtime.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -26,6 +28,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_args.hpp"
@@ -35,6 +38,7 @@
 #include "fixed_order_sum.hpp"
 #include "gemm_survey_kernels.hpp"
 #include "layernorm_bench_reference.hpp"
+#include "layernorm_float64.hpp"
 #include "layernorm_kernels.hpp"
 
 using railyard::cuda::DeviceBuffer;
@@ -47,6 +51,8 @@ namespace {
 
 constexpr const char* kUsage = "usage: layernorm_bench [--warmup 5] [--reps 30] [--json FILE]\n";
 constexpr int kRows = 16384, kC = 768, kB = 16, kT = 1024, kVocab = 50257, kPaddedVocab = 50304;
+// The step's row stride of the LayerNorm outputs: ones_column_ld(768) (ones_column_kernels.hpp).
+constexpr int kLdOut = 776;
 
 using Options = railyard::bench::TimingOptions;
 
@@ -108,7 +114,7 @@ json report(const std::string& name, const std::vector<std::string>& who,
   json rows = json::array();
   for (size_t k = 0; k < us.size(); ++k) {
     const double median = us[k][us[k].size() / 2];
-    std::printf("%-44s %-26s %9.1f %9.1f %8.3f  %s\n", name.c_str(), who[k].c_str(), median,
+    std::printf("%-44s %-36s %9.1f %9.1f %8.3f  %s\n", name.c_str(), who[k].c_str(), median,
                 us[k].front(), bytes[k] / (median * 1e-6) / 1e12, checks[k].c_str());
     rows.push_back({{"kernel", who[k]},
                     {"median_us", median},
@@ -119,21 +125,7 @@ json report(const std::string& name, const std::vector<std::string>& who,
   return {{"case", name}, {"runs", rows}};
 }
 
-// Largest |a - ref| over the largest |ref| of each pair (0 where ref is all zeros and a equals it).
-std::vector<double> relative_differences(
-    const std::vector<std::pair<const DeviceBuffer*, const DeviceBuffer*>>& pairs,
-    const std::vector<bool>& is_bf16, DeviceBuffer& scratch, cudaStream_t s) {
-  std::vector<double> out;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const size_t n = pairs[i].first->bytes() / (is_bf16[i] ? 2 : 4);
-    rb::Comparison c = rb::compare(pairs[i].first->as<void>(), pairs[i].second->as<void>(), n,
-                                   is_bf16[i], scratch.as<unsigned>(), s);
-    out.push_back(c.max_abs_diff == 0 ? 0.0 : c.max_abs_diff / c.max_abs_ref);
-  }
-  return out;
-}
-
-// The LayerNorm's outputs: dx, dw, db and (with column sums) dsum.
+// The LayerNorm backward's outputs: dx, dw, db, dsum and the scratch of its partials.
 struct LayerNormOutputs {
   DeviceBuffer dx, dw, db, dsum, partials;
   explicit LayerNormOutputs(size_t nc)
@@ -142,88 +134,248 @@ struct LayerNormOutputs {
         db(kC * 4),
         dsum(kC * 4),
         partials(rc::layernorm_backward_partials(kRows, kC) * 4) {}
-  std::vector<std::pair<const DeviceBuffer*, const DeviceBuffer*>> against(
-      const LayerNormOutputs& o, bool sum) const {
-    std::vector<std::pair<const DeviceBuffer*, const DeviceBuffer*>> p = {
-        {&dx, &o.dx}, {&dw, &o.dw}, {&db, &o.db}};
-    if (sum) p.push_back({&dsum, &o.dsum});  // without, dsum is never written
-    return p;
-  }
-  void copy_from(const LayerNormOutputs& o, cudaStream_t s) {
-    copy(dx, o.dx, s);
-    copy(dw, o.dw, s);
-    copy(db, o.db, s);
-    copy(dsum, o.dsum, s);
+  // On the host, as float: dx, dw, db (, dsum).
+  std::vector<std::vector<float>> host(bool sum) const {
+    std::vector<std::vector<float>> h = {rb::download_floats(dx.as<void>(), size_t(kRows) * kC, true),
+                                         rb::download_floats(dw.as<void>(), kC, false),
+                                         rb::download_floats(db.as<void>(), kC, false)};
+    if (sum) h.push_back(rb::download_floats(dsum.as<void>(), kC, false));  // else never written
+    return h;
   }
 };
 
-// LayerNorm backward of 16384 x 768 bf16 rows: the reference's first pass and the engine's second
-// pass (sum_partial_columns) against the engine's layernorm_backward.
+// Bit-for-bit equality of two host copies of the same outputs.
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size() ||
+        std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// One contender's checks: errors against float64 per output, the bits of a second run, the
+// bits against the first contender (the kernel before); the table's text and the JSON.
+struct Verdict {
+  std::vector<double> errors;
+  bool twice = false, as_before = false, ok = false;
+  std::string text() const {
+    std::string t = "err64";
+    char b[32];
+    for (double e : errors) {
+      std::snprintf(b, sizeof b, " %.1e", e);
+      t += b;
+    }
+    return t + ", bits twice " + (twice ? "yes" : "NO") + ", = before " +
+           (as_before ? "yes" : "no") + (ok ? "" : "  FAILED");
+  }
+  json to_json() const {
+    return {{"errors_vs_float64", errors},
+            {"same_bits_twice", twice},
+            {"same_bits_as_before", as_before},
+            {"ok", ok}};
+  }
+};
+
+// Errors within a bf16 rounding of the largest value (2^-8 of it) for bf16 outputs, 1e-3 of it
+// for fp32 ones (sums of 16384 rows in another order than float64's).
+bool within_tolerance(const std::vector<double>& errors, const std::vector<bool>& is_bf16) {
+  bool ok = true;
+  for (size_t i = 0; i < errors.size(); ++i) ok = ok && errors[i] <= (is_bf16[i] ? 1e-2 : 1e-3);
+  return ok;
+}
+
+// The table's lines and the JSON of one case, a row per contender.
+json report_verdicts(const std::string& name, const std::vector<std::string>& who,
+                     const std::vector<std::vector<double>>& us, double bytes,
+                     const std::vector<Verdict>& v) {
+  std::vector<std::string> checks;
+  for (const Verdict& x : v) checks.push_back(x.text());
+  json r = report(name, who, us, std::vector<double>(who.size(), bytes), checks);
+  for (size_t k = 0; k < v.size(); ++k) r["runs"][k]["check"] = v[k].to_json();
+  return r;
+}
+
+// The bench's LayerNorm inputs: dy, x (with delta: the forward's), w, b, the statistics of the
+// forward on x, and dx0 (the residual gradient the backward adds to).
+struct LayerNormInputs {
+  DeviceBuffer dy, x, delta, w, b, mean, rstd, dx0, out;
+  LayerNormInputs(size_t nc, cudaStream_t s)
+      : dy(nc * 2),
+        x(nc * 2),
+        delta(nc * 2),
+        w(kC * 2),
+        b(kC * 2),
+        mean(kRows * 4),
+        rstd(kRows * 4),
+        dx0(nc * 2),
+        out(nc * 2) {
+    rb::fill_uniform(dy.as<void>(), nc, true, 1e-2f, 11, s);
+    rb::fill_uniform(x.as<void>(), nc, true, 2.0f, 12, s);
+    rb::fill_uniform(w.as<void>(), kC, true, 1.0f, 13, s);
+    rb::fill_uniform(b.as<void>(), kC, true, 0.1f, 14, s);
+    rb::fill_uniform(dx0.as<void>(), nc, true, 1e-2f, 15, s);
+    rb::fill_uniform(delta.as<void>(), nc, true, 0.5f, 16, s);
+    rc::layernorm_forward(out.as<bf16>(), mean.as<float>(), rstd.as<float>(), x.as<bf16>(),
+                          w.as<bf16>(), b.as<bf16>(), kRows, kC, kC, s);
+  }
+};
+
+// The float64 backward of the bench's inputs.
+rb::BackwardFloat64 backward_float64(const LayerNormInputs& in, bool accumulate) {
+  const size_t nc = size_t(kRows) * kC;
+  const std::vector<float> dx0 = rb::download_floats(in.dx0.as<void>(), nc, true);
+  return rb::layernorm_backward_float64(
+      rb::download_floats(in.dy.as<void>(), nc, true), rb::download_floats(in.x.as<void>(), nc, true),
+      rb::download_floats(in.w.as<void>(), kC, true), rb::download_floats(in.mean.as<void>(), kRows, false),
+      rb::download_floats(in.rstd.as<void>(), kRows, false), accumulate ? &dx0 : nullptr, kRows, kC);
+}
+
+// Each contender's verdict: its last timed run's outputs (from dx0) against float64 and the
+// first contender's, then run once more from dx0 for the bits.
+std::vector<Verdict> backward_verdicts(const std::vector<Contender>& cs,
+                                       const std::vector<LayerNormOutputs>& outs,
+                                       const rb::BackwardFloat64& ref, bool sum) {
+  const std::vector<bool> types = {true, false, false, false};
+  std::vector<Verdict> v(cs.size());
+  const auto before = outs[0].host(sum);
+  for (size_t k = 0; k < cs.size(); ++k) {
+    const auto first = outs[k].host(sum);
+    v[k].errors = {rb::relative_error(first[0], ref.dx, kRows, kC, kC),
+                   rb::relative_error(first[1], ref.dw, 1, kC, kC),
+                   rb::relative_error(first[2], ref.db, 1, kC, kC)};
+    if (sum) v[k].errors.push_back(rb::relative_error(first[3], ref.dsum, 1, kC, kC));
+    cs[k].reset();
+    cs[k].run();
+    v[k].twice = same_bits(outs[k].host(sum), first);
+    v[k].as_before = same_bits(first, before);
+    v[k].ok = v[k].twice && within_tolerance(v[k].errors, types);
+  }
+  return v;
+}
+
+// LayerNorm backward of 16384 x 768 bf16 rows: the kernel before (2877015's register kernel and
+// the engine's second pass) and each variant of the engine's layernorm_backward.
 json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s, bool& all_ok) {
   const size_t nc = size_t(kRows) * kC, parts = sum ? 3 : 2;
-  DeviceBuffer dy(nc * 2), x(nc * 2), w(kC * 2), b(kC * 2), out(nc * 2), mean(kRows * 4),
-      rstd(kRows * 4), dx0(nc * 2), scratch(3 * sizeof(unsigned));
-  rb::fill_uniform(dy.as<void>(), nc, true, 1e-2f, 11, s);
-  rb::fill_uniform(x.as<void>(), nc, true, 2.0f, 12, s);
-  rb::fill_uniform(w.as<void>(), kC, true, 1.0f, 13, s);
-  rb::fill_uniform(b.as<void>(), kC, true, 0.1f, 14, s);
-  rb::fill_uniform(dx0.as<void>(), nc, true, 1e-2f, 15, s);
-  rc::layernorm_forward(out.as<bf16>(), mean.as<float>(), rstd.as<float>(), x.as<bf16>(),
-                        w.as<bf16>(), b.as<bf16>(), kRows, kC, kC, s);
-  LayerNormOutputs ref(nc), eng(nc), first(nc);
-  const int ref_blocks = std::min((kRows + 7) / 8, 396);  // the reference's partial rows
-  auto run_ref = [&] {
-    rb::reference_layernorm_backward_first_pass(
-        ref.dx.as<bf16>(), ref.partials.as<float>(), dy.as<bf16>(), x.as<bf16>(), w.as<bf16>(),
-        mean.as<float>(), rstd.as<float>(), kRows, kC, accumulate, sum, s);
-    rc::ColumnSums cs;
-    cs.partials = ref.partials.as<float>();
-    cs.rows = ref_blocks;
-    cs.cols = int(parts) * kC;
-    cs.width = kC;
-    cs.out[0] = ref.dw.as<float>();
-    cs.out[1] = ref.db.as<float>();
-    cs.out[2] = sum ? ref.dsum.as<float>() : nullptr;
-    rc::sum_partial_columns(cs, s);
+  const LayerNormInputs in(nc, s);
+  std::vector<LayerNormOutputs> outs;
+  for (int k = 0; k <= rc::kLayerNormBackwardVariants; ++k) outs.emplace_back(nc);
+  std::vector<Contender> cs;
+  std::vector<std::string> who = {"before (2877015)"};
+  auto reset = [&](LayerNormOutputs* to) {
+    return std::function<void()>([&in, s, to] { copy(to->dx, in.dx0, s); });
   };
-  auto run_eng = [&] {
-    rc::layernorm_backward(eng.dx.as<bf16>(), eng.dw.as<float>(), eng.db.as<float>(),
-                           sum ? eng.dsum.as<float>() : nullptr, eng.partials.as<float>(),
-                           dy.as<bf16>(), x.as<bf16>(), w.as<bf16>(), mean.as<float>(),
-                           rstd.as<float>(), kRows, kC, accumulate, false, s);
-  };
-  const std::vector<Contender> cs = {{[&] { copy(ref.dx, dx0, s); }, run_ref},
-                                     {[&] { copy(eng.dx, dx0, s); }, run_eng}};
+  cs.push_back({reset(&outs[0]), [&] {
+                  LayerNormOutputs& r = outs[0];
+                  rc::ColumnSums c;
+                  c.partials = r.partials.as<float>();
+                  c.rows = rb::reference_layernorm_backward_first_pass(
+                      r.dx.as<bf16>(), r.partials.as<float>(), in.dy.as<bf16>(), in.x.as<bf16>(),
+                      in.w.as<bf16>(), in.mean.as<float>(), in.rstd.as<float>(), kRows, kC,
+                      accumulate, sum, s);
+                  c.cols = int(parts) * kC;
+                  c.width = kC;
+                  c.out[0] = r.dw.as<float>();
+                  c.out[1] = r.db.as<float>();
+                  c.out[2] = sum ? r.dsum.as<float>() : nullptr;
+                  rc::sum_partial_columns(c, s);
+                }});
+  for (int v = 0; v < rc::kLayerNormBackwardVariants; ++v) {
+    LayerNormOutputs* e = &outs[v + 1];
+    cs.push_back({reset(e), [&, e, v] {
+                    rc::layernorm_backward(e->dx.as<bf16>(), e->dw.as<float>(), e->db.as<float>(),
+                                           sum ? e->dsum.as<float>() : nullptr,
+                                           e->partials.as<float>(), in.dy.as<bf16>(),
+                                           in.x.as<bf16>(), in.w.as<bf16>(), in.mean.as<float>(),
+                                           in.rstd.as<float>(), kRows, kC, accumulate, false, s, v);
+                  }});
+    who.push_back(std::string(v == rc::kLayerNormBackwardVariant ? "engine: " : "") +
+                  rc::layernorm_backward_variant_name(v));
+  }
   const auto us = time_rounds(cs, o, s);
-  // The last round's results, each from dx0; the engine's once more from dx0: the same bits.
-  first.copy_from(eng, s);
-  copy(eng.dx, dx0, s);
-  run_eng();
-  const std::vector<bool> types = {true, false, false, false};
-  const bool twice = same_outputs(eng.against(first, sum), types, scratch, s);
-  const std::vector<double> rel = relative_differences(eng.against(ref, sum), types, scratch, s);
-  bool close = rel[0] <= 1e-2;  // a bf16 rounding of the largest dx is 2^-8 of it
-  for (size_t i = 1; i < rel.size(); ++i) close = close && rel[i] <= 1e-3;
-  all_ok = all_ok && twice && close;
-  char check[96];
-  std::snprintf(check, sizeof check, "bits twice %s, vs ref dx %.1e sums %.1e %s",
-                twice ? "yes" : "NO", rel[0], *std::max_element(rel.begin() + 1, rel.end()),
-                close ? "ok" : "NOT CLOSE");
-  // Bytes each must move: dy, x, dx (read too with +=), mean and rstd, its partials written and
-  // read, the sums written.
-  auto bytes = [&](int partial_rows) {
-    return double(nc) * 2 * (accumulate ? 4 : 3) + kRows * 8.0 +
-           2.0 * partial_rows * parts * kC * 4 + parts * kC * 4.0;
-  };
-  const int eng_rows = 132;  // the engine's blocks at these rows: one per multiprocessor
+  const auto verdicts = backward_verdicts(cs, outs, backward_float64(in, accumulate), sum);
+  for (const Verdict& v : verdicts) all_ok = all_ok && v.ok;
+  // Bytes each must move: dy, x, dx (read too with +=), mean and rstd, 132 rows of partials
+  // written and read, the sums written.
+  const double bytes = double(nc) * 2 * (accumulate ? 4 : 3) + kRows * 8.0 +
+                       2.0 * 132 * parts * kC * 4 + parts * kC * 4.0;
   const std::string name = std::string("layernorm backward, dx ") + (accumulate ? "+=" : "=") +
                            (sum ? ", column sums" : ", no column sums");
-  json r = report(name, {"issue 12 first (289da3f)", "engine"}, us,
-                  {bytes(ref_blocks), bytes(eng_rows)}, {"ref", check});
-  r["same_bits_twice"] = twice;
-  r["relative_difference_to_reference"] = rel;  // dx, dw, db (, dsum)
-  r["close_to_reference"] = close;
-  return r;
+  return report_verdicts(name, who, us, bytes, verdicts);
+}
+
+// The residual LayerNorm forward's outputs: the sum, the normalised rows (776 apart, as the
+// step stores them for the ones column), the statistics.
+struct ForwardOutputs {
+  DeviceBuffer resid, out, mean, rstd;
+  explicit ForwardOutputs(size_t nc)
+      : resid(nc * 2), out(size_t(kRows) * kLdOut * 2), mean(kRows * 4), rstd(kRows * 4) {
+    RY_CUDA(cudaMemset(out.as<void>(), 0, out.bytes()));  // columns past C: never written
+  }
+  std::vector<std::vector<float>> host() const {
+    return {rb::download_floats(resid.as<void>(), size_t(kRows) * kC, true),
+            rb::download_floats(out.as<void>(), size_t(kRows) * kLdOut, true),
+            rb::download_floats(mean.as<void>(), kRows, false),
+            rb::download_floats(rstd.as<void>(), kRows, false)};
+  }
+};
+
+// Each forward contender's verdict (from its last timed run, then once more for the bits).
+std::vector<Verdict> forward_verdicts(const std::vector<Contender>& cs,
+                                      const std::vector<ForwardOutputs>& outs,
+                                      const rb::ForwardFloat64& ref) {
+  const std::vector<bool> types = {true, true, false, false};
+  std::vector<Verdict> v(cs.size());
+  const auto before = outs[0].host();
+  for (size_t k = 0; k < cs.size(); ++k) {
+    const auto first = outs[k].host();
+    v[k].errors = {rb::relative_error(first[0], ref.resid, kRows, kC, kC),
+                   rb::relative_error(first[1], ref.out, kRows, kC, kLdOut),
+                   rb::relative_error(first[2], ref.mean, 1, kRows, kRows),
+                   rb::relative_error(first[3], ref.rstd, 1, kRows, kRows)};
+    cs[k].run();
+    v[k].twice = same_bits(outs[k].host(), first);
+    v[k].as_before = same_bits(first, before);
+    v[k].ok = v[k].twice && within_tolerance(v[k].errors, types);
+  }
+  return v;
+}
+
+// The residual add and LayerNorm forward of 16384 x 768 bf16 rows, out at row stride 776: the
+// kernel before (2877015) and each variant of the engine's residual_layernorm_forward.
+json forward_case(const Options& o, cudaStream_t s, bool& all_ok) {
+  const size_t nc = size_t(kRows) * kC;
+  const LayerNormInputs in(nc, s);
+  std::vector<ForwardOutputs> outs;
+  for (int k = 0; k <= rc::kLayerNormForwardVariants; ++k) outs.emplace_back(nc);
+  auto args = [&](ForwardOutputs& f) {
+    return std::make_tuple(f.resid.as<bf16>(), f.out.as<bf16>(), f.mean.as<float>(),
+                           f.rstd.as<float>(), in.x.as<bf16>(), in.delta.as<bf16>(),
+                           in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut, s);
+  };
+  std::vector<Contender> cs = {
+      {[] {}, [&] { std::apply(rb::reference_residual_layernorm_forward, args(outs[0])); }}};
+  std::vector<std::string> who = {"before (2877015)"};
+  for (int v = 0; v < rc::kLayerNormForwardVariants; ++v) {
+    cs.push_back({[] {}, [&, v] {
+                    std::apply([&](auto... a) { rc::residual_layernorm_forward<bf16>(a..., v); },
+                               args(outs[v + 1]));
+                  }});
+    who.push_back(std::string(v == rc::kLayerNormForwardVariant ? "engine: " : "") +
+                  rc::layernorm_forward_variant_name(v));
+  }
+  const auto us = time_rounds(cs, o, s);
+  const rb::ForwardFloat64 ref = rb::layernorm_forward_float64(
+      rb::download_floats(in.x.as<void>(), nc, true), rb::download_floats(in.delta.as<void>(), nc, true),
+      rb::download_floats(in.w.as<void>(), kC, true), rb::download_floats(in.b.as<void>(), kC, true),
+      kRows, kC);
+  const auto verdicts = forward_verdicts(cs, outs, ref);
+  for (const Verdict& v : verdicts) all_ok = all_ok && v.ok;
+  // Bytes: x and delta read, the sum and the normalised rows written, the statistics.
+  const double bytes = 4.0 * nc * 2 + kRows * 8.0;
+  return report_verdicts("layernorm forward (residual), out ld 776", who, us, bytes, verdicts);
 }
 
 // GPT-2-like token ids: rank r (id r) drawn with weight 1 / (r + 1), so the commonest id fills
@@ -298,12 +450,15 @@ int main(int argc, char** argv) try {
   const Options o = railyard::bench::parse_timing(argc, argv, kUsage);
   cudaStream_t s;
   RY_CUDA(cudaStreamCreate(&s));
-  std::printf("%-44s %-26s %9s %9s %8s  %s\n", "case", "kernel", "median us", "min us", "TB/s",
+  std::printf("%-44s %-36s %9s %9s %8s  %s\n", "case", "kernel", "median us", "min us", "TB/s",
               "check");
   bool all_ok = true;
   json out;
   out["warmup"] = o.warmup;
   out["reps"] = o.reps;
+  std::printf("(err64: largest error against float64 over the largest value; backward: dx dw db "
+              "[dsum], forward: resid out mean rstd)\n");
+  out["layernorm_forward"] = {forward_case(o, s, all_ok)};
   out["layernorm_backward"] = {layernorm_case(true, true, o, s, all_ok),
                                layernorm_case(false, true, o, s, all_ok),
                                layernorm_case(true, false, o, s, all_ok)};

@@ -1,6 +1,8 @@
-// The kernels of layernorm_bench_reference.hpp: copied from runtime/cuda (LayerNorm at 289da3f,
+// The kernels of layernorm_bench_reference.hpp: copied from runtime/cuda (LayerNorm at 2877015,
 // embedding at 2f880da), unchanged but for names and the launchers narrowed to what the bench
 // runs.
+#include <algorithm>
+#include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 #include <stdexcept>
 #include <string>
@@ -9,10 +11,12 @@
 #include "device_math.cuh"
 #include "dtype.hpp"
 #include "layernorm_bench_reference.hpp"
+#include "layernorm_kernels.hpp"
 
 namespace railyard::bench {
 
 using cuda::from_f;
+using cuda::kLayerNormEps;
 using cuda::load_pack;
 using cuda::Pack;
 using cuda::prefetch_l2;
@@ -22,134 +26,314 @@ using cuda::warp_sum;
 
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kMaxBackwardBlocks = 396;
+constexpr int kWarps = 8;  // the forward's warps a block
 
-// layernorm_backward_packed_kernel at 289da3f (issue 12's first attempt): float4 slices of
-// shared memory per warp, the warp's next row prefetched to L2.
+// Shared memory for one resident block of `bytes` and no more: the rest of a multiprocessor's
+// 256 KB stays L1, which also stages the data of global loads in flight. (All 228 KB as shared
+// memory would leave 28 KB of L1, less than the register kernel's loads in flight, a row per
+// warp: 37 KB at C = 768 bf16.) The carveout is a percentage of the most shared memory a
+// multiprocessor has; the system reserves some per block.
+template <typename Kernel>
+void fit_shared_memory(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024) {
+    RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)));
+  }
+  int device = 0, per_sm = 0, reserved = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  RY_CUDA(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  const size_t need = bytes + size_t(reserved), total = size_t(per_sm);
+  const int percent = int(std::min<size_t>(100, (need * 100 + total - 1) / total));
+  RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
+}
+
+// Per-column sums the backward pass keeps: dw and db, and with the column sums of dx (kSum) a
+// third, the bias gradient of the Linear layer whose output gradient dx is.
+__host__ __device__ constexpr int backward_parts(bool sum) {
+  return sum ? 3 : 2;
+}
+
+// The register kernel (rows of at most 4 packs per lane, C a multiple of the pack): each lane
+// owns fixed columns (packs lane, lane + 32, ...; P of them) and keeps their column sums (dw,
+// db, and with kSum dx's) in registers while its warp walks rows; one block per multiprocessor
+// takes a contiguous run of rows, its warps every kWarps-th row of it. A warp loads its next
+// row (dy, x, the old dx, mean, rstd) before it computes the current one, so that every warp
+// has a row's loads in flight while it computes: memory, not latency, sets the pace. At the
+// end the warps' sums meet in shared memory and are added in warp order into the block's row
+// of partials: every sum has a fixed order (rows in walk order per lane, then warps, then
+// blocks in sum_partial_columns), the same bits every run.
 template <typename T, int P, bool kSum>
-__global__ void __launch_bounds__(kWarps * 32, 3)
-    old_layernorm_backward_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
-                                  const float* mean, const float* rstd, int N, int C,
-                                  bool accumulate) {
-  constexpr int kN = Pack<T>::kN, kGroups = P * kN / 4, kParts = kSum ? 3 : 2;
-  static_assert(kN % 4 == 0, "a pack holds whole groups of 4 accumulators");
-  extern __shared__ float4 acc4[];  // [kWarps][part][kGroups][32 lanes] float4
-  const int lane = threadIdx.x % 32, packs = C / kN;
-  // The warp's own slice; each lane only ever touches its own float4s, so no barrier is needed
-  // until the block adds the slices.
-  float4* adw = acc4 + (threadIdx.x / 32) * kParts * kGroups * 32 + lane;
-  float4* adb = adw + kGroups * 32;
-  float4* ads = adb + kGroups * 32;  // used only with kSum
-  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g) {
-    adw[g * 32] = adb[g * 32] = zero;
-    if (kSum) ads[g * 32] = zero;
+struct RegisterShape {
+  static constexpr int kN = Pack<T>::kN, kH = kN / 4, kE = P * kN, kParts = backward_parts(kSum);
+  static_assert(kN % 4 == 0, "a pack holds whole float4 groups");
+  // Registers per thread (about): the column sums, two rows of loads as 32-bit words, 40 for
+  // the rest (ptxas -v agrees within 10 at every instantiation, 232 at most: bf16, 4 packs,
+  // three sums). Each quarter of a multiprocessor has 16K registers: twelve warps (three a
+  // quarter) get 168 each, eight get 255.
+  static constexpr int kRegs = kParts * kE + 2 * 3 * P * 4 + 40;
+  static_assert(kRegs <= 240, "two rows of loads and the sums fit a thread's 255 registers");
+  static constexpr int kWarps = kRegs <= 168 ? 12 : 8;
+  // Shared memory: w as fp32 [P][kH][32 lanes] float4, then the sums [kWarps][part][kE / 4][32]
+  // float4 (a lane's 4 adjacent sums as one float4, a warp's 32 of them consecutive: no bank
+  // conflict).
+  static constexpr int kW4 = P * kH * 32, kAcc4 = kWarps * kParts * (kE / 4) * 32;
+  static constexpr size_t kSharedBytes = size_t(kW4 + kAcc4) * sizeof(float4);
+};
+
+// One block per multiprocessor of an H100/H200 (132): fixed, so that the order of the sums
+// does not depend on the device.
+constexpr int kRegisterBlocks = 132;
+
+int register_blocks(int N, int warps) {
+  return std::min(kRegisterBlocks, (N + warps - 1) / warps);
+}
+
+// A row's loads as loaded: a lane's packs of dy, x and the old dx as raw 32-bit words, and the
+// row's statistics. Raw, because a Pack of bf16 is split into one register per element where
+// it is loaded, twice the registers of the words; each element is widened where it is used.
+template <typename T, int P>
+struct RowLoads {
+  uint4 dy[P], x[P], dx[P];
+  float mean, rstd;
+};
+
+// Element k of a pack's words as fp32: bf16 is the high half of an fp32, so widening is a
+// shift or a mask (exactly __bfloat162float).
+template <typename T>
+__device__ __forceinline__ float element(const uint4& p, int k) {
+  const unsigned* w = &p.x;
+  if constexpr (sizeof(T) == 2) {
+    return __uint_as_float(k % 2 == 0 ? w[k / 2] << 16 : w[k / 2] & 0xffff0000u);
+  } else {
+    return __uint_as_float(w[k]);
   }
-  for (int row = blockIdx.x * kWarps + threadIdx.x / 32; row < N; row += gridDim.x * kWarps) {
-    // The warp's next row on its way to L2 while this one is summed: its loads then wait for
-    // L2, not device memory, at no cost in registers.
-    const int next = row + gridDim.x * kWarps;
+}
+
+template <typename T, int P>
+__device__ __forceinline__ void load_row(RowLoads<T, P>& b, const T* dy, const T* x, const T* dx,
+                                         const float* mean, const float* rstd, int row, int C,
+                                         int lane, bool accumulate) {
+  constexpr int kN = Pack<T>::kN;
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int q = lane + 32 * i;
-      if (next < N && q < packs) {
-        prefetch_l2(dy + size_t(next) * C + q * kN);
-        prefetch_l2(x + size_t(next) * C + q * kN);
-        if (accumulate) prefetch_l2(dx + size_t(next) * C + q * kN);
-      }
-    }
-    const float m = mean[row], r = rstd[row];
-    Pack<T> pd[P], px[P];
-    float s1 = 0.0f, s2 = 0.0f;
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      int q = lane + 32 * i;
-      if (q < packs) {
-        pd[i] = load_pack(dy + size_t(row) * C + q * kN);
-        px[i] = load_pack(x + size_t(row) * C + q * kN);
-        Pack<T> pw = load_pack(w + q * kN);
-#pragma unroll
-        for (int h = 0; h < kN / 4; ++h) {
-          float4 aw = adw[(i * kN / 4 + h) * 32], ab = adb[(i * kN / 4 + h) * 32];
-          float* fw = &aw.x;
-          float* fb = &ab.x;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int k = h * 4 + j;
-            float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
-            float g = d * to_f(pw.v[k]);
-            s1 += g;
-            s2 += g * xh;
-            fw[j] += d * xh;
-            fb[j] += d;
-          }
-          adw[(i * kN / 4 + h) * 32] = aw;
-          adb[(i * kN / 4 + h) * 32] = ab;
-        }
-      }
-    }
-    s1 = warp_sum(s1) / C;
-    s2 = warp_sum(s2) / C;
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      int q = lane + 32 * i;
-      if (q < packs) {
-        T* dxp = dx + size_t(row) * C + q * kN;
-        Pack<T> pw = load_pack(w + q * kN), out;
-        if (accumulate) out = load_pack(dxp);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) {
-          float d = to_f(pd[i].v[k]), xh = (to_f(px[i].v[k]) - m) * r;
-          float g = r * (d * to_f(pw.v[k]) - s1 - xh * s2);
-          out.v[k] = from_f<T>(accumulate ? to_f(out.v[k]) + g : g);
-        }
-        if (kSum) {  // the values stored, as a bias gradient reads them
-#pragma unroll
-          for (int h = 0; h < kN / 4; ++h) {
-            float4 as = ads[(i * kN / 4 + h) * 32];
-            float* fs = &as.x;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) fs[j] += to_f(out.v[h * 4 + j]);
-            ads[(i * kN / 4 + h) * 32] = as;
-          }
-        }
-        store_pack(dxp, out);
-      }
+  for (int i = 0; i < P; ++i) {
+    const int q = lane + 32 * i;
+    if (q < C / kN) {
+      const size_t at = size_t(row) * C + size_t(q) * kN;
+      // Read once: marked evict-first, so that L2 keeps what the next kernels read (dx).
+      b.dy[i] = __ldcs(reinterpret_cast<const uint4*>(dy + at));
+      b.x[i] = __ldcs(reinterpret_cast<const uint4*>(x + at));
+      if (accumulate) b.dx[i] = *reinterpret_cast<const uint4*>(dx + at);
     }
   }
-  // The block's row of partials in column order: column c = q kN + k of dw (db, dx sums) is
-  // element e = (q / 32) kN + k of lane q % 32, float e % 4 of its group e / 4.
+  b.mean = mean[row];
+  b.rstd = rstd[row];
+}
+
+// The row after the next on its way to L2 (no registers): its loads, issued a row later, then
+// wait for L2, not device memory. One lane per 128-byte line of each row.
+template <typename T>
+__device__ __forceinline__ void prefetch_row_l2(const T* dy, const T* x, const T* dx, int row,
+                                                int C, int lane, bool accumulate) {
+  const int bytes = C * int(sizeof(T));
+  for (int at = lane * 128; at < bytes; at += 32 * 128) {
+    const size_t off = size_t(row) * bytes + at;
+    prefetch_l2(reinterpret_cast<const char*>(dy) + off);
+    prefetch_l2(reinterpret_cast<const char*>(x) + off);
+    if (accumulate) prefetch_l2(reinterpret_cast<const char*>(dx) + off);
+  }
+}
+
+// One row: the two row sums (warp shuffles), dx stored, the lane's column sums added to.
+template <typename T, int P, bool kSum>
+__device__ __forceinline__ void backward_row(
+    const RowLoads<T, P>& b, T* dxr, const float4* w4, int C, int lane, bool accumulate,
+    float (&acc)[RegisterShape<T, P, kSum>::kParts][RegisterShape<T, P, kSum>::kE]) {
+  using S = RegisterShape<T, P, kSum>;
+  constexpr int kN = S::kN, kH = S::kH;
+  const float m = b.mean, r = b.rstd;
+  float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (lane + 32 * i >= C / kN) continue;
+#pragma unroll
+    for (int h = 0; h < kH; ++h) {
+      const float4 wv = w4[(i * kH + h) * 32 + lane];
+      const float* wf = &wv.x;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int k = h * 4 + j;
+        const float d = element<T>(b.dy[i], k), xh = (element<T>(b.x[i], k) - m) * r;
+        const float g = d * wf[j];
+        s1 += g;
+        s2 += g * xh;
+        acc[0][i * kN + k] += d * xh;
+        acc[1][i * kN + k] += d;
+      }
+    }
+  }
+  s1 = warp_sum(s1) / C;
+  s2 = warp_sum(s2) / C;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int q = lane + 32 * i;
+    if (q >= C / kN) continue;
+    Pack<T> out;
+#pragma unroll
+    for (int h = 0; h < kH; ++h) {
+      const float4 wv = w4[(i * kH + h) * 32 + lane];
+      const float* wf = &wv.x;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int k = h * 4 + j;
+        const float d = element<T>(b.dy[i], k), xh = (element<T>(b.x[i], k) - m) * r;
+        const float g = r * (d * wf[j] - s1 - xh * s2);
+        out.v[k] = from_f<T>(accumulate ? element<T>(b.dx[i], k) + g : g);
+        if constexpr (kSum) acc[2][i * kN + k] += to_f(out.v[k]);  // as stored, as a bias reads
+      }
+    }
+    store_pack(dxr + size_t(q) * kN, out);
+  }
+}
+
+// w as fp32 in shared memory, in the layout each lane reads its float4 groups from.
+template <typename T, int P>
+__device__ void stage_weights(float4* w4, const T* w, int C) {
+  constexpr int kN = Pack<T>::kN, kH = kN / 4;
+  for (int s = threadIdx.x; s < P * kH * 32; s += blockDim.x) {
+    const int i = s / (kH * 32), h = (s / 32) % kH, q = s % 32 + 32 * i;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (q < C / kN) {
+      const Pack<T> p = load_pack(w + size_t(q) * kN);
+      v = make_float4(to_f(p.v[h * 4]), to_f(p.v[h * 4 + 1]), to_f(p.v[h * 4 + 2]),
+                      to_f(p.v[h * 4 + 3]));
+    }
+    w4[s] = v;
+  }
+}
+
+// The warps' column sums added in warp order: the block's row of partials, in column order
+// (column c = q kN + k of a part is element e = (q / 32) kN + k of lane q % 32).
+template <typename T, int P, bool kSum>
+__device__ void write_register_partials(
+    float* partials, float4* acc4, int C,
+    const float (&acc)[RegisterShape<T, P, kSum>::kParts][RegisterShape<T, P, kSum>::kE]) {
+  using S = RegisterShape<T, P, kSum>;
+  constexpr int kN = S::kN, kG = S::kE / 4, kParts = S::kParts;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int p = 0; p < kParts; ++p) {
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      acc4[((warp * kParts + p) * kG + g) * 32 + lane] =
+          make_float4(acc[p][4 * g], acc[p][4 * g + 1], acc[p][4 * g + 2], acc[p][4 * g + 3]);
+    }
+  }
   __syncthreads();
-  const float* acc = reinterpret_cast<const float*>(acc4);
+  const float* a = reinterpret_cast<const float*>(acc4);
   float* out = partials + size_t(blockIdx.x) * kParts * C;
   for (int c = threadIdx.x; c < kParts * C; c += blockDim.x) {
-    const int part = c / C, col = c - part * C, q = col / kN, e = (q / 32) * kN + col % kN;
-    const int slot = (part * kGroups + e / 4) * 128 + (q % 32) * 4 + e % 4;
+    const int p = c / C, col = c - p * C, q = col / kN, e = (q / 32) * kN + col % kN;
+    const int slot = (p * kG + e / 4) * 128 + (q % 32) * 4 + e % 4;
     float t = 0.0f;
-    for (int k = 0; k < kWarps; ++k) t += acc[k * kParts * kGroups * 128 + slot];
+    for (int k = 0; k < S::kWarps; ++k) t += a[k * kParts * kG * 128 + slot];
     out[c] = t;
   }
 }
 
-template <int P, bool kSum>
-void launch_old(__nv_bfloat16* dx, float* partials, const __nv_bfloat16* dy, const __nv_bfloat16* x,
-                const __nv_bfloat16* w, const float* mean, const float* rstd, int N, int C,
-                bool accumulate, cudaStream_t stream) {
-  auto kernel = old_layernorm_backward_kernel<__nv_bfloat16, P, kSum>;
-  const size_t smem = size_t(kWarps) * (kSum ? 3 : 2) * P * 32 * 8 * sizeof(float);
-  if (smem > 48 * 1024) {
-    RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
-    RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                 cudaSharedmemCarveoutMaxShared));
+template <typename T, int P, bool kSum>
+__global__ void __launch_bounds__(RegisterShape<T, P, kSum>::kWarps * 32, 1)
+    layernorm_backward_register_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
+                                       const float* mean, const float* rstd, int N, int C,
+                                       bool accumulate) {
+  using S = RegisterShape<T, P, kSum>;
+  constexpr int kWarps = S::kWarps;
+  extern __shared__ float4 shared4[];  // w, then the warps' sums (RegisterShape)
+  float4* w4 = shared4;
+  stage_weights<T, P>(w4, w, C);
+  __syncthreads();
+  float acc[S::kParts][S::kE];
+#pragma unroll
+  for (int p = 0; p < S::kParts; ++p) {
+#pragma unroll
+    for (int e = 0; e < S::kE; ++e) acc[p][e] = 0.0f;
   }
-  int blocks = (N + kWarps - 1) / kWarps;
-  blocks = blocks < kMaxBackwardBlocks ? blocks : kMaxBackwardBlocks;
-  kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
-                                                accumulate);
-  RY_CUDA_LAUNCHED();
+  const int lane = threadIdx.x % 32;
+  const int end = int(int64_t(blockIdx.x + 1) * N / gridDim.x);
+  int row = int(int64_t(blockIdx.x) * N / gridDim.x) + threadIdx.x / 32;
+  // Two row buffers, unrolled by two so that neither is ever copied.
+  RowLoads<T, P> a, b;
+  if (row < end) load_row(a, dy, x, dx, mean, rstd, row, C, lane, accumulate);
+  for (; row < end; row += 2 * kWarps) {
+    if (row + kWarps < end) load_row(b, dy, x, dx, mean, rstd, row + kWarps, C, lane, accumulate);
+    if (row + 2 * kWarps < end) prefetch_row_l2(dy, x, dx, row + 2 * kWarps, C, lane, accumulate);
+    backward_row<T, P, kSum>(a, dx + size_t(row) * C, w4, C, lane, accumulate, acc);
+    if (row + kWarps >= end) break;
+    if (row + 2 * kWarps < end) {
+      load_row(a, dy, x, dx, mean, rstd, row + 2 * kWarps, C, lane, accumulate);
+    }
+    if (row + 3 * kWarps < end) prefetch_row_l2(dy, x, dx, row + 3 * kWarps, C, lane, accumulate);
+    backward_row<T, P, kSum>(b, dx + size_t(row + kWarps) * C, w4, C, lane, accumulate, acc);
+  }
+  write_register_partials<T, P, kSum>(partials, shared4 + S::kW4, C, acc);
+}
+
+// The forward: a warp per row held in registers (each lane at most P packs), read once.
+template <typename T, int P>
+__global__ void layernorm_forward_packed_kernel(T* resid_out, T* out, float* mean, float* rstd,
+                                                const T* x, const T* delta, const T* w, const T* b,
+                                                int N, int C, int ld_out) {
+  constexpr int kN = Pack<T>::kN;
+  const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const int packs = C / kN;
+  float v[P][kN];
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    int q = lane + 32 * i;
+    if (q < packs) {
+      size_t at = size_t(row) * C + q * kN;
+      Pack<T> px = load_pack(x + at);
+      if (delta != nullptr) {
+        Pack<T> pd = load_pack(delta + at);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) px.v[k] = from_f<T>(to_f(px.v[k]) + to_f(pd.v[k]));
+        store_pack(resid_out + at, px);
+      }
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        v[i][k] = to_f(px.v[k]);
+        s += v[i][k];
+      }
+    }
+  }
+  const float m = warp_sum(s) / C;
+  float var = 0.0f;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (lane + 32 * i < packs) {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) var += (v[i][k] - m) * (v[i][k] - m);
+    }
+  }
+  const float r = rsqrtf(warp_sum(var) / C + kLayerNormEps);
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    int q = lane + 32 * i;
+    if (q < packs) {
+      Pack<T> pw = load_pack(w + q * kN), pb = load_pack(b + q * kN), po;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        po.v[k] = from_f<T>((v[i][k] - m) * r * to_f(pw.v[k]) + to_f(pb.v[k]));
+      }
+      store_pack(out + size_t(row) * ld_out + q * kN, po);
+    }
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
 }
 
 template <typename T>
@@ -216,28 +400,46 @@ uint32_t* part(void* scratch, int N, int k) {
 
 }  // namespace
 
-void reference_layernorm_backward_first_pass(__nv_bfloat16* dx, float* partials,
-                                             const __nv_bfloat16* dy, const __nv_bfloat16* x,
-                                             const __nv_bfloat16* w, const float* mean,
-                                             const float* rstd, int N, int C, bool accumulate,
-                                             bool sum, cudaStream_t stream) {
-  const int lane_packs = (C / 8 + 31) / 32;
-  if (C % 8 != 0 || lane_packs > 4 || lane_packs < 1) {
+int reference_layernorm_backward_first_pass(__nv_bfloat16* dx, float* partials,
+                                            const __nv_bfloat16* dy, const __nv_bfloat16* x,
+                                            const __nv_bfloat16* w, const float* mean,
+                                            const float* rstd, int N, int C, bool accumulate,
+                                            bool sum, cudaStream_t stream) {
+  if (C != 3 * 32 * 8) {
     throw std::invalid_argument("reference LayerNorm backward: C = " + std::to_string(C) +
-                                ": the bench's copy covers multiples of 8 up to 1024");
+                                ": the bench's copy covers only C = 768 (3 packs a lane)");
   }
-  auto run = [&](auto launch) {
-    launch(dx, partials, dy, x, w, mean, rstd, N, C, accumulate, stream);
+  auto run = [&](auto kernel, size_t smem, int warps) {
+    fit_shared_memory(kernel, smem);
+    const int blocks = register_blocks(N, warps);
+    kernel<<<blocks, warps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
+                                                 accumulate);
+    RY_CUDA_LAUNCHED();
+    return blocks;
   };
-  if (lane_packs == 1) {
-    sum ? run(launch_old<1, true>) : run(launch_old<1, false>);
-  } else if (lane_packs == 2) {
-    sum ? run(launch_old<2, true>) : run(launch_old<2, false>);
-  } else if (lane_packs == 3) {
-    sum ? run(launch_old<3, true>) : run(launch_old<3, false>);
-  } else {
-    sum ? run(launch_old<4, true>) : run(launch_old<4, false>);
+  using bf16 = __nv_bfloat16;
+  using WithSum = RegisterShape<bf16, 3, true>;
+  using NoSum = RegisterShape<bf16, 3, false>;
+  return sum ? run(layernorm_backward_register_kernel<bf16, 3, true>, WithSum::kSharedBytes,
+                   WithSum::kWarps)
+             : run(layernorm_backward_register_kernel<bf16, 3, false>, NoSum::kSharedBytes,
+                   NoSum::kWarps);
+}
+
+void reference_residual_layernorm_forward(__nv_bfloat16* resid_out, __nv_bfloat16* out,
+                                          float* mean, float* rstd, const __nv_bfloat16* x,
+                                          const __nv_bfloat16* delta, const __nv_bfloat16* w,
+                                          const __nv_bfloat16* b, int N, int C, int ld_out,
+                                          cudaStream_t stream) {
+  if (C != 3 * 32 * 8 || ld_out < C || ld_out % 8 != 0) {
+    throw std::invalid_argument("reference LayerNorm forward: C = " + std::to_string(C) +
+                                ", ld_out = " + std::to_string(ld_out) +
+                                ": the bench's copy covers only C = 768, whole packs");
   }
+  layernorm_forward_packed_kernel<__nv_bfloat16, 3><<<(N + kWarps - 1) / kWarps, kWarps * 32, 0,
+                                                      stream>>>(resid_out, out, mean, rstd, x,
+                                                                delta, w, b, N, C, ld_out);
+  RY_CUDA_LAUNCHED();
 }
 
 size_t reference_embedding_scratch_bytes(int N, int vocab) {

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "async_copy.cuh"
 #include "cross_entropy_kernels.hpp"
 #include "cross_entropy_row.cuh"
 #include "cuda_check.hpp"
@@ -44,48 +45,6 @@ __global__ void __launch_bounds__(kThreads)
   if (!write_grad) return;
   for (int j0 = threadIdx.x * kN; j0 < Vp; j0 += blockDim.x * kN) {
     store_pack(x + j0, gradient(load_pack(x + j0), j0, V, tgt, r.x, r.y * dscale, dscale));
-  }
-}
-
-// 16 bytes from device memory into shared memory without passing through registers (cp.async,
-// sm_80 and later); both addresses 16-byte aligned.
-__device__ __forceinline__ void copy_async16(void* dst, const void* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d),
-               "l"(__cvta_generic_to_global(src))
-               : "memory");
-}
-__device__ __forceinline__ void commit_async() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-// Waits until at most `pending` of this thread's newest copy groups are in flight (the count is
-// an immediate: above 7 it waits for a little more than it must).
-__device__ __forceinline__ void wait_async(int pending) {
-  switch (pending) {
-    case 0:
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-      break;
-    case 1:
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-      break;
-    case 2:
-      asm volatile("cp.async.wait_group 2;" ::: "memory");
-      break;
-    case 3:
-      asm volatile("cp.async.wait_group 3;" ::: "memory");
-      break;
-    case 4:
-      asm volatile("cp.async.wait_group 4;" ::: "memory");
-      break;
-    case 5:
-      asm volatile("cp.async.wait_group 5;" ::: "memory");
-      break;
-    case 6:
-      asm volatile("cp.async.wait_group 6;" ::: "memory");
-      break;
-    default:
-      asm volatile("cp.async.wait_group 7;" ::: "memory");
-      break;
   }
 }
 

@@ -2,7 +2,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
+#include "async_copy.cuh"
 #include "bias_grad_kernels.hpp"
 #include "cuda_check.hpp"
 #include "device_math.cuh"
@@ -53,6 +55,14 @@ void fit_shared_memory(Kernel kernel, size_t bytes) {
   RY_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
 }
 
+// The most dynamic shared memory one block of the current device may opt in to.
+size_t shared_memory_limit() {
+  int device = 0, bytes = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(bytes);
+}
+
 // Per-column sums the backward pass keeps: dw and db, and with the column sums of dx (kSum) a
 // third, the bias gradient of the Linear layer whose output gradient dx is.
 __host__ __device__ constexpr int backward_parts(bool sum) {
@@ -69,6 +79,15 @@ __device__ void write_block_partials(float* partials, const float* acc, int C, i
     out[c] = s;
   }
 }
+
+// The forward's arguments (resid_out and delta null without the residual add).
+template <typename T>
+struct ForwardArgs {
+  T *resid_out, *out;
+  float *mean, *rstd;
+  const T *x, *delta, *w, *b;
+  int N, C, ld_out;
+};
 
 // With delta non-null, the row is x + delta (rounded to T, the value stored and normalised).
 // out's rows are ld_out apart (columns past C are left as they are: a Linear's ones column).
@@ -148,48 +167,60 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, c
   write_block_partials(partials, acc, C, kParts);
 }
 
-// The register kernel (rows of at most 4 packs per lane, C a multiple of the pack): each lane
-// owns fixed columns (packs lane, lane + 32, ...; P of them) and keeps their column sums (dw,
-// db, and with kSum dx's) in registers while its warp walks rows; one block per multiprocessor
-// takes a contiguous run of rows, its warps every kWarps-th row of it. A warp loads its next
-// row (dy, x, the old dx, mean, rstd) before it computes the current one, so that every warp
-// has a row's loads in flight while it computes: memory, not latency, sets the pace. At the
-// end the warps' sums meet in shared memory and are added in warp order into the block's row
-// of partials: every sum has a fixed order (rows in walk order per lane, then warps, then
-// blocks in sum_partial_columns), the same bits every run.
-template <typename T, int P, bool kSum>
-struct RegisterShape {
+// The staged kernel (rows of at most 4 packs per lane, C a multiple of the pack): each lane owns
+// fixed columns (packs lane, lane + 32, ...; P of them) and keeps their column sums (dw, db, and
+// with kSum dx's) in registers while its warp walks rows; one block per multiprocessor takes a
+// contiguous run of rows, its kW warps every kW-th row of it. Each lane copies its own packs of
+// a row (dy, x, the old dx) and the row's mean and rstd into a ring of kS slots of its warp in
+// shared memory (cp.async): kS rows in flight per warp without a register, and no barrier, as a
+// lane reads back only what it copied. (The register kernel before this one held the next row
+// in registers: one row in flight per warp, 37 KB per multiprocessor, 2.8 TB/s.) At the end
+// the warps' sums meet in shared memory and are added in warp order into the block's row of
+// partials: every sum has a fixed order (rows in walk order per lane, then warps, then blocks
+// in sum_partial_columns), the same bits every run.
+template <typename T, int P, bool kSum, int kW, int kS>
+struct StagedShape {
   static constexpr int kN = Pack<T>::kN, kH = kN / 4, kE = P * kN, kParts = backward_parts(kSum);
   static_assert(kN % 4 == 0, "a pack holds whole float4 groups");
-  // Registers per thread (about): the column sums, two rows of loads as 32-bit words, 40 for
-  // the rest (ptxas -v agrees within 10 at every instantiation, 232 at most: bf16, 4 packs,
-  // three sums). Each quarter of a multiprocessor has 16K registers: twelve warps (three a
-  // quarter) get 168 each, eight get 255.
-  static constexpr int kRegs = kParts * kE + 2 * 3 * P * 4 + 40;
-  static_assert(kRegs <= 240, "two rows of loads and the sums fit a thread's 255 registers");
-  static constexpr int kWarps = kRegs <= 168 ? 12 : 8;
-  // Shared memory: w as fp32 [P][kH][32 lanes] float4, then the sums [kWarps][part][kE / 4][32]
-  // float4 (a lane's 4 adjacent sums as one float4, a warp's 32 of them consecutive: no bank
-  // conflict).
-  static constexpr int kW4 = P * kH * 32, kAcc4 = kWarps * kParts * (kE / 4) * 32;
-  static constexpr size_t kSharedBytes = size_t(kW4 + kAcc4) * sizeof(float4);
+  static_assert(kS >= 2 && kS <= 8, "cp.async.wait_group counts at most 7 groups in flight");
+  // A slot in 16-byte units: the lane's packs of dy, x and the old dx [3][P][32 lanes], then
+  // mean and rstd as each lane copied them, [2][32] floats.
+  static constexpr int kSlot4 = 3 * P * 32 + 2 * 32 / 4;
+  // Shared memory: w as fp32 [P][kH][32 lanes] float4, then the rings [kW][kS] slots; at the
+  // end the warps' sums [kW][part][kE / 4][32] float4 (a lane's 4 adjacent sums as one float4,
+  // a warp's 32 of them consecutive: no bank conflict) take the rings' place.
+  static constexpr int kW4 = P * kH * 32, kRing4 = kW * kS * kSlot4;
+  static constexpr int kAcc4 = kW * kParts * (kE / 4) * 32;
+  static constexpr size_t kSharedBytes =
+      size_t(kW4 + (kRing4 > kAcc4 ? kRing4 : kAcc4)) * sizeof(float4);
 };
 
 // One block per multiprocessor of an H100/H200 (132): fixed, so that the order of the sums
 // does not depend on the device.
-constexpr int kRegisterBlocks = 132;
+constexpr int kStagedBlocks = 132;
 
-int register_blocks(int N, int warps) {
-  return std::min(kRegisterBlocks, (N + warps - 1) / warps);
-}
+// A lane's column sums: [part][element] (dw, db, with kSum dx's).
+template <typename T, int P, bool kSum>
+using LaneSums = float[backward_parts(kSum)][P * Pack<T>::kN];
 
-// A row's loads as loaded: a lane's packs of dy, x and the old dx as raw 32-bit words, and the
-// row's statistics. Raw, because a Pack of bf16 is split into one register per element where
-// it is loaded, twice the registers of the words; each element is widened where it is used.
+// A row's values as the lane holds them: its packs of dy, x and the old dx as raw 32-bit words,
+// and the row's statistics. Raw, because a Pack of bf16 is split into one register per element
+// where it is loaded, twice the registers of the words; each element is widened where used.
 template <typename T, int P>
 struct RowLoads {
   uint4 dy[P], x[P], dx[P];
   float mean, rstd;
+};
+
+// What the staged kernel reads, and the L2 policy of the inputs read once (dy, x): evict-first,
+// so that L2 keeps what the next kernels read (dx).
+template <typename T>
+struct RowSource {
+  const T *dy, *x, *dx;
+  const float *mean, *rstd;
+  int C;
+  bool accumulate;
+  unsigned long long policy;
 };
 
 // Element k of a pack's words as fp32: bf16 is the high half of an fp32, so widening is a
@@ -204,47 +235,53 @@ __device__ __forceinline__ float element(const uint4& p, int k) {
   }
 }
 
+// Starts the copies of the lane's part of `row` into `slot` and commits them as one group, an
+// empty one from `end` on, so that the count of groups in flight is the same every row.
 template <typename T, int P>
-__device__ __forceinline__ void load_row(RowLoads<T, P>& b, const T* dy, const T* x, const T* dx,
-                                         const float* mean, const float* rstd, int row, int C,
-                                         int lane, bool accumulate) {
+__device__ __forceinline__ void stage_row(uint4* slot, const RowSource<T>& s, int row, int end,
+                                          int lane) {
   constexpr int kN = Pack<T>::kN;
+  if (row < end) {
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int q = lane + 32 * i;
-    if (q < C / kN) {
-      const size_t at = size_t(row) * C + size_t(q) * kN;
-      // Read once: marked evict-first, so that L2 keeps what the next kernels read (dx).
-      b.dy[i] = __ldcs(reinterpret_cast<const uint4*>(dy + at));
-      b.x[i] = __ldcs(reinterpret_cast<const uint4*>(x + at));
-      if (accumulate) b.dx[i] = *reinterpret_cast<const uint4*>(dx + at);
+    for (int i = 0; i < P; ++i) {
+      const int q = lane + 32 * i;
+      if (q < s.C / kN) {
+        const size_t at = size_t(row) * s.C + size_t(q) * kN;
+        copy_async16_hinted(slot + i * 32 + lane, s.dy + at, s.policy);
+        copy_async16_hinted(slot + (P + i) * 32 + lane, s.x + at, s.policy);
+        if (s.accumulate) copy_async16(slot + (2 * P + i) * 32 + lane, s.dx + at);
+      }
     }
+    float* stats = reinterpret_cast<float*>(slot + 3 * P * 32);
+    copy_async4(stats + lane, s.mean + row);
+    copy_async4(stats + 32 + lane, s.rstd + row);
   }
-  b.mean = mean[row];
-  b.rstd = rstd[row];
+  commit_async();
 }
 
-// The row after the next on its way to L2 (no registers): its loads, issued a row later, then
-// wait for L2, not device memory. One lane per 128-byte line of each row.
-template <typename T>
-__device__ __forceinline__ void prefetch_row_l2(const T* dy, const T* x, const T* dx, int row,
-                                                int C, int lane, bool accumulate) {
-  const int bytes = C * int(sizeof(T));
-  for (int at = lane * 128; at < bytes; at += 32 * 128) {
-    const size_t off = size_t(row) * bytes + at;
-    prefetch_l2(reinterpret_cast<const char*>(dy) + off);
-    prefetch_l2(reinterpret_cast<const char*>(x) + off);
-    if (accumulate) prefetch_l2(reinterpret_cast<const char*>(dx) + off);
+// The lane's part of a staged row, from its slot (after its group has been waited for).
+template <typename T, int P>
+__device__ __forceinline__ void read_slot(RowLoads<T, P>& b, const uint4* slot, int C, int lane,
+                                          bool accumulate) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (lane + 32 * i < C / Pack<T>::kN) {
+      b.dy[i] = slot[i * 32 + lane];
+      b.x[i] = slot[(P + i) * 32 + lane];
+      if (accumulate) b.dx[i] = slot[(2 * P + i) * 32 + lane];
+    }
   }
+  const float* stats = reinterpret_cast<const float*>(slot + 3 * P * 32);
+  b.mean = stats[lane];
+  b.rstd = stats[32 + lane];
 }
 
 // One row: the two row sums (warp shuffles), dx stored, the lane's column sums added to.
 template <typename T, int P, bool kSum>
-__device__ __forceinline__ void backward_row(
-    const RowLoads<T, P>& b, T* dxr, const float4* w4, int C, int lane, bool accumulate,
-    float (&acc)[RegisterShape<T, P, kSum>::kParts][RegisterShape<T, P, kSum>::kE]) {
-  using S = RegisterShape<T, P, kSum>;
-  constexpr int kN = S::kN, kH = S::kH;
+__device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, const float4* w4,
+                                             int C, int lane, bool accumulate,
+                                             LaneSums<T, P, kSum>& acc) {
+  constexpr int kN = Pack<T>::kN, kH = kN / 4;
   const float m = b.mean, r = b.rstd;
   float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
@@ -307,13 +344,12 @@ __device__ void stage_weights(float4* w4, const T* w, int C) {
 }
 
 // The warps' column sums added in warp order: the block's row of partials, in column order
-// (column c = q kN + k of a part is element e = (q / 32) kN + k of lane q % 32).
-template <typename T, int P, bool kSum>
-__device__ void write_register_partials(
-    float* partials, float4* acc4, int C,
-    const float (&acc)[RegisterShape<T, P, kSum>::kParts][RegisterShape<T, P, kSum>::kE]) {
-  using S = RegisterShape<T, P, kSum>;
-  constexpr int kN = S::kN, kG = S::kE / 4, kParts = S::kParts;
+// (column c = q kN + k of a part is element e = (q / 32) kN + k of lane q % 32). acc4 may be
+// the rings' shared memory: the caller has waited for every warp to be done with it.
+template <typename T, int P, bool kSum, int kW>
+__device__ void write_lane_partials(float* partials, float4* acc4, int C,
+                                    const LaneSums<T, P, kSum>& acc) {
+  constexpr int kN = Pack<T>::kN, kG = P * kN / 4, kParts = backward_parts(kSum);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
   for (int p = 0; p < kParts; ++p) {
@@ -330,79 +366,77 @@ __device__ void write_register_partials(
     const int p = c / C, col = c - p * C, q = col / kN, e = (q / 32) * kN + col % kN;
     const int slot = (p * kG + e / 4) * 128 + (q % 32) * 4 + e % 4;
     float t = 0.0f;
-    for (int k = 0; k < S::kWarps; ++k) t += a[k * kParts * kG * 128 + slot];
+    for (int k = 0; k < kW; ++k) t += a[k * kParts * kG * 128 + slot];
     out[c] = t;
   }
 }
 
-template <typename T, int P, bool kSum>
-__global__ void __launch_bounds__(RegisterShape<T, P, kSum>::kWarps * 32, 1)
-    layernorm_backward_register_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
-                                       const float* mean, const float* rstd, int N, int C,
-                                       bool accumulate) {
-  using S = RegisterShape<T, P, kSum>;
-  constexpr int kWarps = S::kWarps;
-  extern __shared__ float4 shared4[];  // w, then the warps' sums (RegisterShape)
-  float4* w4 = shared4;
-  stage_weights<T, P>(w4, w, C);
-  __syncthreads();
-  float acc[S::kParts][S::kE];
+template <typename T, int P, bool kSum, int kW, int kS>
+__global__ void __launch_bounds__(kW * 32, 1)
+    layernorm_backward_staged_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
+                                     const float* mean, const float* rstd, int N, int C,
+                                     bool accumulate) {
+  using S = StagedShape<T, P, kSum, kW, kS>;
+  extern __shared__ float4 shared4[];  // w, the warps' rings, at the end their sums
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  uint4* ring = reinterpret_cast<uint4*>(shared4 + S::kW4) + warp * kS * S::kSlot4;
+  stage_weights<T, P>(shared4, w, C);
+  const RowSource<T> src{dy, x, dx, mean, rstd, C, accumulate, evict_first_policy()};
+  const int end = int(int64_t(blockIdx.x + 1) * N / gridDim.x);
+  const int first = int(int64_t(blockIdx.x) * N / gridDim.x) + warp;
+  // Row first + k kW goes to slot k % kS. The copies of row k + kS - 1 start before row k is
+  // waited for, into the slot that row k - 1 was read from (its values already used).
+#pragma unroll
+  for (int k = 0; k < kS - 1; ++k) {
+    stage_row<T, P>(ring + k * S::kSlot4, src, first + k * kW, end, lane);
+  }
+  LaneSums<T, P, kSum> acc;
 #pragma unroll
   for (int p = 0; p < S::kParts; ++p) {
 #pragma unroll
     for (int e = 0; e < S::kE; ++e) acc[p][e] = 0.0f;
   }
-  const int lane = threadIdx.x % 32;
-  const int end = int(int64_t(blockIdx.x + 1) * N / gridDim.x);
-  int row = int(int64_t(blockIdx.x) * N / gridDim.x) + threadIdx.x / 32;
-  // Two row buffers, unrolled by two so that neither is ever copied.
-  RowLoads<T, P> a, b;
-  if (row < end) load_row(a, dy, x, dx, mean, rstd, row, C, lane, accumulate);
-  for (; row < end; row += 2 * kWarps) {
-    if (row + kWarps < end) load_row(b, dy, x, dx, mean, rstd, row + kWarps, C, lane, accumulate);
-    if (row + 2 * kWarps < end) prefetch_row_l2(dy, x, dx, row + 2 * kWarps, C, lane, accumulate);
-    backward_row<T, P, kSum>(a, dx + size_t(row) * C, w4, C, lane, accumulate, acc);
-    if (row + kWarps >= end) break;
-    if (row + 2 * kWarps < end) {
-      load_row(a, dy, x, dx, mean, rstd, row + 2 * kWarps, C, lane, accumulate);
-    }
-    if (row + 3 * kWarps < end) prefetch_row_l2(dy, x, dx, row + 3 * kWarps, C, lane, accumulate);
-    backward_row<T, P, kSum>(b, dx + size_t(row + kWarps) * C, w4, C, lane, accumulate, acc);
+  __syncthreads();  // w staged
+  int k = 0;
+  for (int row = first; row < end; row += kW, ++k) {
+    stage_row<T, P>(ring + ((k + kS - 1) % kS) * S::kSlot4, src, row + (kS - 1) * kW, end, lane);
+    wait_async(kS - 1);  // row k's group has landed
+    RowLoads<T, P> b;
+    read_slot<T, P>(b, ring + (k % kS) * S::kSlot4, C, lane, accumulate);
+    backward_row<T, P, kSum>(b, dx + size_t(row) * C, shared4, C, lane, accumulate, acc);
   }
-  write_register_partials<T, P, kSum>(partials, shared4 + S::kW4, C, acc);
+  wait_async(0);
+  __syncthreads();  // every warp done with its ring: the sums take its place
+  write_lane_partials<T, P, kSum, kW>(partials, shared4 + S::kW4, C, acc);
 }
 
-// The same with the row held in registers (each lane at most P packs), read once.
+// One row of the packed forward, its packs loaded (px the input, pd the delta where there is
+// one): the residual stored, then the statistics and the normalised row.
 template <typename T, int P>
-__global__ void layernorm_forward_packed_kernel(T* resid_out, T* out, float* mean, float* rstd,
-                                                const T* x, const T* delta, const T* w, const T* b,
-                                                int N, int C, int ld_out) {
+__device__ __forceinline__ void forward_row(const Pack<T> (&px)[P], const Pack<T> (&pd)[P],
+                                            const ForwardArgs<T>& a, int row, int lane) {
   constexpr int kN = Pack<T>::kN;
-  const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (row >= N) return;
-  const int packs = C / kN;
+  const int packs = a.C / kN;
   float v[P][kN];
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    int q = lane + 32 * i;
+    const int q = lane + 32 * i;
     if (q < packs) {
-      size_t at = size_t(row) * C + q * kN;
-      Pack<T> px = load_pack(x + at);
-      if (delta != nullptr) {
-        Pack<T> pd = load_pack(delta + at);
+      Pack<T> sum = px[i];
+      if (a.delta != nullptr) {
 #pragma unroll
-        for (int k = 0; k < kN; ++k) px.v[k] = from_f<T>(to_f(px.v[k]) + to_f(pd.v[k]));
-        store_pack(resid_out + at, px);
+        for (int k = 0; k < kN; ++k) sum.v[k] = from_f<T>(to_f(px[i].v[k]) + to_f(pd[i].v[k]));
+        store_pack(a.resid_out + size_t(row) * a.C + q * kN, sum);
       }
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
-        v[i][k] = to_f(px.v[k]);
+        v[i][k] = to_f(sum.v[k]);
         s += v[i][k];
       }
     }
   }
-  const float m = warp_sum(s) / C;
+  const float m = warp_sum(s) / a.C;
   float var = 0.0f;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
@@ -411,52 +445,213 @@ __global__ void layernorm_forward_packed_kernel(T* resid_out, T* out, float* mea
       for (int k = 0; k < kN; ++k) var += (v[i][k] - m) * (v[i][k] - m);
     }
   }
-  const float r = rsqrtf(warp_sum(var) / C + kLayerNormEps);
+  const float r = rsqrtf(warp_sum(var) / a.C + kLayerNormEps);
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    int q = lane + 32 * i;
+    const int q = lane + 32 * i;
     if (q < packs) {
-      Pack<T> pw = load_pack(w + q * kN), pb = load_pack(b + q * kN), po;
+      Pack<T> pw = load_pack(a.w + q * kN), pb = load_pack(a.b + q * kN), po;
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
         po.v[k] = from_f<T>((v[i][k] - m) * r * to_f(pw.v[k]) + to_f(pb.v[k]));
       }
-      store_pack(out + size_t(row) * ld_out + q * kN, po);
+      store_pack(a.out + size_t(row) * a.ld_out + q * kN, po);
     }
   }
   if (lane == 0) {
-    mean[row] = m;
-    rstd[row] = r;
+    a.mean[row] = m;
+    a.rstd[row] = r;
+  }
+}
+
+// The forward with rows held in registers (each lane at most P packs), read once: a warp takes
+// R adjacent rows and issues the loads of all of them before it reduces any, R rows in flight.
+template <typename T, int P, int R>
+__global__ void layernorm_forward_packed_kernel(ForwardArgs<T> a) {
+  constexpr int kN = Pack<T>::kN;
+  const int lane = threadIdx.x % 32;
+  const int row0 = (blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) * R;
+  Pack<T> px[R][P], pd[R][P];
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int q = lane + 32 * i;
+      if (row0 + j < a.N && q < a.C / kN) {
+        const size_t at = size_t(row0 + j) * a.C + q * kN;
+        px[j][i] = load_pack(a.x + at);
+        if (a.delta != nullptr) pd[j][i] = load_pack(a.delta + at);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    if (row0 + j < a.N) forward_row<T, P>(px[j], pd[j], a, row0 + j, lane);
+  }
+}
+// Starts the copies of the lane's packs of x and delta of `row` (none from N on) into `slot`,
+// one group.
+template <typename T, int P>
+__device__ __forceinline__ void stage_forward_row(uint4* slot, const ForwardArgs<T>& a, int row,
+                                                  int lane, unsigned long long policy) {
+  constexpr int kN = Pack<T>::kN;
+  if (row < a.N) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int q = lane + 32 * i;
+      if (q < a.C / kN) {
+        const size_t at = size_t(row) * a.C + size_t(q) * kN;
+        copy_async16_hinted(slot + i * 32 + lane, a.x + at, policy);
+        if (a.delta != nullptr) copy_async16_hinted(slot + (P + i) * 32 + lane, a.delta + at, policy);
+      }
+    }
+  }
+  commit_async();
+}
+
+// The forward with rows staged in shared memory: warp g of the grid's G walks rows g, g + G,
+// ...; each lane copies its packs of x and delta into a ring of kS slots of its warp (cp.async,
+// as the backward: kS rows in flight per warp without registers, a lane reading back only what
+// it copied), then normalises the row from there. Inputs are read once: evict-first in L2.
+template <typename T, int P, int kS>
+__global__ void layernorm_forward_staged_kernel(ForwardArgs<T> a) {
+  constexpr int kSlot = 2 * P * 32;  // uint4s: x [P][32 lanes], delta [P][32 lanes]
+  extern __shared__ uint4 ring4[];
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  uint4* ring = ring4 + (threadIdx.x / 32) * kS * kSlot;
+  const int stride = gridDim.x * warps, first = blockIdx.x * warps + threadIdx.x / 32;
+  const unsigned long long policy = evict_first_policy();
+#pragma unroll
+  for (int k = 0; k < kS - 1; ++k) {
+    stage_forward_row<T, P>(ring + k * kSlot, a, first + k * stride, lane, policy);
+  }
+  int k = 0;
+  for (int row = first; row < a.N; row += stride, ++k) {
+    stage_forward_row<T, P>(ring + ((k + kS - 1) % kS) * kSlot, a, row + (kS - 1) * stride, lane,
+                            policy);
+    wait_async(kS - 1);  // this row's group has landed
+    const Pack<T>* slot = reinterpret_cast<const Pack<T>*>(ring + (k % kS) * kSlot);
+    Pack<T> px[P], pd[P];
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (lane + 32 * i < a.C / Pack<T>::kN) {
+        px[i] = slot[i * 32 + lane];
+        if (a.delta != nullptr) pd[i] = slot[(P + i) * 32 + lane];
+      }
+    }
+    forward_row<T, P>(px, pd, a, row, lane);
+  }
+  wait_async(0);
+}
+
+// Calls f(std::integral_constant<int, P>{}) for P = packs per lane, 1 to 4.
+template <typename F>
+auto with_lane_packs(int packs, F&& f) {
+  switch (packs) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    default:
+      return f(std::integral_constant<int, 4>{});
+  }
+}
+
+// The forward's shapes (kLayerNormForwardVariant): packed (stages 0; rows a warp a template
+// parameter) or staged (rows in flight per warp), warps a block. Variant 0 is the kernel before
+// issue 12's third LayerNorm change.
+struct ForwardShape {
+  int rows, stages, warps;
+  const char* name;
+};
+constexpr ForwardShape kForwardShapes[kLayerNormForwardVariants] = {
+    {1, 0, 8, "packed, 1 row a warp, 8 warps"},
+    {2, 0, 8, "packed, 2 rows a warp, 8 warps"},
+    {1, 3, 8, "staged, 8 warps x 3 rows"},
+    {1, 4, 8, "staged, 8 warps x 4 rows"}};
+
+// The packed forward at the variant's rows a warp.
+template <typename T, int P>
+void launch_packed_forward(const ForwardArgs<T>& a, const ForwardShape& shape,
+                           cudaStream_t stream) {
+  const int rows = shape.warps * shape.rows, blocks = (a.N + rows - 1) / rows;
+  if (shape.rows == 2) {
+    layernorm_forward_packed_kernel<T, P, 2><<<blocks, shape.warps * 32, 0, stream>>>(a);
+  } else {
+    layernorm_forward_packed_kernel<T, P, 1><<<blocks, shape.warps * 32, 0, stream>>>(a);
+  }
+  RY_CUDA_LAUNCHED();
+}
+
+// The staged forward, as many blocks as are resident at once (fewer for few rows); false where
+// its rings do not fit a multiprocessor (the caller then takes the packed kernel).
+template <typename T, int P, int kS>
+bool launch_staged_forward(const ForwardArgs<T>& a, int warps, cudaStream_t stream) {
+  auto kernel = layernorm_forward_staged_kernel<T, P, kS>;
+  const size_t smem = size_t(warps) * kS * 2 * P * 32 * sizeof(uint4);
+  if (smem > shared_memory_limit()) return false;
+  allow_shared_memory(kernel, smem);
+  int device = 0, sms = 0, per_sm = 0;
+  RY_CUDA(cudaGetDevice(&device));
+  RY_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem));
+  const int blocks = std::max(1, std::min(per_sm * sms, (a.N + warps - 1) / warps));
+  kernel<<<blocks, warps * 32, smem, stream>>>(a);
+  RY_CUDA_LAUNCHED();
+  return true;
+}
+
+// The staged backward's shapes (kLayerNormBackwardVariant): warps a block, rows in flight per
+// warp (slots of its ring). Shared memory at bf16 C = 768: 155, 174 and 193 KiB (at C = 1024
+// 204 KiB, 229 and 250: the last two take the wide-row kernel on an H100/H200's 227 KiB).
+template <typename F>
+auto with_backward_shape(int variant, F&& f) {
+  using std::integral_constant;
+  switch (variant) {
+    case 1:
+      return f(integral_constant<int, 12>{}, integral_constant<int, 3>{});
+    case 2:
+      return f(integral_constant<int, 8>{}, integral_constant<int, 5>{});
+    default:
+      return f(integral_constant<int, 8>{}, integral_constant<int, 4>{});
+  }
+}
+constexpr const char* kBackwardNames[kLayerNormBackwardVariants] = {
+    "staged, 8 warps x 4 rows", "staged, 12 warps x 3 rows", "staged, 8 warps x 5 rows"};
+
+void check_variant(int variant, int count, const char* what) {
+  if (variant < 0 || variant >= count) {
+    throw std::invalid_argument(std::string(what) + ": variant " + std::to_string(variant) +
+                                " of " + std::to_string(count) + ": use 0 to " +
+                                std::to_string(count - 1));
   }
 }
 
 template <typename T>
-void launch_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
-                              const T* delta, const T* w, const T* b, int N, int C, int ld_out,
-                              cudaStream_t stream) {
-  if (ld_out < C || ld_out % Pack<T>::kN != 0) {
-    throw std::invalid_argument("layernorm_forward: output row stride " + std::to_string(ld_out) +
-                                " for rows of " + std::to_string(C) +
+void launch_layernorm_forward(const ForwardArgs<T>& a, int variant, cudaStream_t stream) {
+  if (a.ld_out < a.C || a.ld_out % Pack<T>::kN != 0) {
+    throw std::invalid_argument("layernorm_forward: output row stride " +
+                                std::to_string(a.ld_out) + " for rows of " + std::to_string(a.C) +
                                 ": it must be >= the row and whole 16-byte packs");
   }
-  const int blocks = (N + kWarps - 1) / kWarps;
-  const int lane_packs = (C / Pack<T>::kN + 31) / 32;
-  auto launch = [&](auto kernel) {
-    kernel<<<blocks, kWarps * 32, 0, stream>>>(resid_out, out, mean, rstd, x, delta, w, b, N, C,
-                                               ld_out);
-  };
-  if (lane_packs <= 1) {
-    launch(layernorm_forward_packed_kernel<T, 1>);
-  } else if (lane_packs <= 2) {
-    launch(layernorm_forward_packed_kernel<T, 2>);
-  } else if (lane_packs <= 3) {
-    launch(layernorm_forward_packed_kernel<T, 3>);
-  } else if (lane_packs <= 4) {
-    launch(layernorm_forward_packed_kernel<T, 4>);
-  } else {
-    launch(layernorm_forward_kernel<T>);  // wide rows: two passes over memory
+  check_variant(variant, kLayerNormForwardVariants, "layernorm_forward");
+  const int lane_packs = (a.C / Pack<T>::kN + 31) / 32;
+  if (lane_packs > 4) {  // wide rows: two passes over memory
+    layernorm_forward_kernel<T><<<(a.N + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(
+        a.resid_out, a.out, a.mean, a.rstd, a.x, a.delta, a.w, a.b, a.N, a.C, a.ld_out);
+    RY_CUDA_LAUNCHED();
+    return;
   }
-  RY_CUDA_LAUNCHED();
+  const ForwardShape& shape = kForwardShapes[variant];
+  with_lane_packs(lane_packs, [&](auto p) {
+    constexpr int P = decltype(p)::value;
+    bool staged = false;
+    if (shape.stages == 3) staged = launch_staged_forward<T, P, 3>(a, shape.warps, stream);
+    if (shape.stages == 4) staged = launch_staged_forward<T, P, 4>(a, shape.warps, stream);
+    if (!staged) launch_packed_forward<T, P>(a, shape.stages == 0 ? shape : kForwardShapes[0], stream);
+  });
 }
 
 // Blocks of the wide-row kernel: three per multiprocessor of an H100/H200.
@@ -465,10 +660,10 @@ int layernorm_backward_blocks(int N) {
   return blocks < kMaxBackwardBlocks ? blocks : kMaxBackwardBlocks;
 }
 
-// Packs per lane of the register kernel, or 0 where rows are too wide for it (or not whole
+// Packs per lane of the staged kernel, or 0 where rows are too wide for it (or not whole
 // packs): those take the wide-row kernel.
 template <typename T>
-int register_lane_packs(int C) {
+int staged_lane_packs(int C) {
   const int lane_packs = (C / Pack<T>::kN + 31) / 32;
   return C % Pack<T>::kN == 0 && lane_packs <= 4 ? lane_packs : 0;
 }
@@ -478,50 +673,34 @@ size_t backward_shared_bytes(int C, int parts) {
   return size_t(kWarps) * parts * C * sizeof(float);
 }
 
-// The most dynamic shared memory one block of the current device may opt in to.
-size_t shared_memory_limit() {
-  int device = 0, bytes = 0;
-  RY_CUDA(cudaGetDevice(&device));
-  RY_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return size_t(bytes);
-}
-
-// The register kernel's first pass; returns its rows of partials (its blocks).
-template <typename T, int P, bool kSum>
-int launch_register_backward(T* dx, float* partials, const T* dy, const T* x, const T* w,
-                             const float* mean, const float* rstd, int N, int C, bool accumulate,
-                             cudaStream_t stream) {
-  using S = RegisterShape<T, P, kSum>;
-  auto kernel = layernorm_backward_register_kernel<T, P, kSum>;
-  fit_shared_memory(kernel, S::kSharedBytes);
-  const int blocks = register_blocks(N, S::kWarps);
-  kernel<<<blocks, S::kWarps * 32, S::kSharedBytes, stream>>>(dx, partials, dy, x, w, mean, rstd, N,
-                                                              C, accumulate);
-  RY_CUDA_LAUNCHED();
-  return blocks;
-}
-
-// The first pass: dx and one row of partials per block ([blocks][parts C]); returns the rows.
+// The staged kernel's first pass (dx and a row of partials per block); returns its rows of
+// partials (its blocks), or 0 where its rings do not fit the device's shared memory.
 template <typename T, bool kSum>
-int launch_layernorm_backward(T* dx, float* partials, const T* dy, const T* x, const T* w,
-                              const float* mean, const float* rstd, int N, int C, bool accumulate,
-                              cudaStream_t stream) {
-  auto with = [&](auto launch) {
-    return launch(dx, partials, dy, x, w, mean, rstd, N, C, accumulate, stream);
-  };
-  switch (register_lane_packs<T>(C)) {
-    case 1:
-      return with(launch_register_backward<T, 1, kSum>);
-    case 2:
-      return with(launch_register_backward<T, 2, kSum>);
-    case 3:
-      return with(launch_register_backward<T, 3, kSum>);
-    case 4:
-      return with(launch_register_backward<T, 4, kSum>);
-    default:
-      break;
-  }
-  // Wide rows: two passes over memory, the sums in shared memory.
+int launch_staged_backward(int variant, int lane_packs, T* dx, float* partials, const T* dy,
+                           const T* x, const T* w, const float* mean, const float* rstd, int N,
+                           int C, bool accumulate, cudaStream_t stream) {
+  return with_backward_shape(variant, [&](auto warps, auto stages) {
+    return with_lane_packs(lane_packs, [&](auto p) {
+      constexpr int kW = decltype(warps)::value, kS = decltype(stages)::value;
+      constexpr int P = decltype(p)::value;
+      using S = StagedShape<T, P, kSum, kW, kS>;
+      if (S::kSharedBytes > shared_memory_limit()) return 0;
+      auto kernel = layernorm_backward_staged_kernel<T, P, kSum, kW, kS>;
+      fit_shared_memory(kernel, S::kSharedBytes);
+      const int blocks = std::min(kStagedBlocks, (N + kW - 1) / kW);
+      kernel<<<blocks, kW * 32, S::kSharedBytes, stream>>>(dx, partials, dy, x, w, mean, rstd,
+                                                           N, C, accumulate);
+      RY_CUDA_LAUNCHED();
+      return blocks;
+    });
+  });
+}
+
+// The wide-row kernel's first pass: two passes over memory, the sums in shared memory.
+template <typename T, bool kSum>
+int launch_wide_backward(T* dx, float* partials, const T* dy, const T* x, const T* w,
+                         const float* mean, const float* rstd, int N, int C, bool accumulate,
+                         cudaStream_t stream) {
   const int blocks = layernorm_backward_blocks(N);
   const size_t smem = backward_shared_bytes(C, backward_parts(kSum));
   auto kernel = layernorm_backward_kernel<T, kSum>;
@@ -532,19 +711,65 @@ int launch_layernorm_backward(T* dx, float* partials, const T* dy, const T* x, c
   return blocks;
 }
 
+// The first pass: dx and one row of partials per block ([blocks][parts C]), the staged kernel
+// where the row fits it, else the wide-row one; returns the rows of partials. fused_sum: in,
+// whether dx's column sums are wanted; out, whether they are among the partials (wide rows:
+// only where shared memory holds a third slice).
+template <typename T>
+int layernorm_backward_first_pass(int variant, bool& fused_sum, T* dx, float* partials,
+                                  const T* dy, const T* x, const T* w, const float* mean,
+                                  const float* rstd, int N, int C, bool accumulate,
+                                  cudaStream_t stream) {
+  const int lane_packs = staged_lane_packs<T>(C);
+  if (lane_packs != 0) {
+    const int rows = fused_sum
+                         ? launch_staged_backward<T, true>(variant, lane_packs, dx, partials, dy,
+                                                           x, w, mean, rstd, N, C, accumulate,
+                                                           stream)
+                         : launch_staged_backward<T, false>(variant, lane_packs, dx, partials, dy,
+                                                            x, w, mean, rstd, N, C, accumulate,
+                                                            stream);
+    if (rows != 0) return rows;
+  }
+  const size_t limit = shared_memory_limit();
+  if (backward_shared_bytes(C, 2) > limit) {
+    throw std::invalid_argument("layernorm_backward: rows of " + std::to_string(C) + " need " +
+                                std::to_string(backward_shared_bytes(C, 2)) +
+                                " bytes of shared memory per block, this GPU allows " +
+                                std::to_string(limit) + ": use a smaller --dim");
+  }
+  fused_sum = fused_sum && backward_shared_bytes(C, 3) <= limit;
+  return fused_sum ? launch_wide_backward<T, true>(dx, partials, dy, x, w, mean, rstd, N, C,
+                                                   accumulate, stream)
+                   : launch_wide_backward<T, false>(dx, partials, dy, x, w, mean, rstd, N, C,
+                                                    accumulate, stream);
+}
+
 }  // namespace
+
+const char* layernorm_backward_variant_name(int variant) {
+  check_variant(variant, kLayerNormBackwardVariants, "layernorm_backward_variant_name");
+  return kBackwardNames[variant];
+}
+
+const char* layernorm_forward_variant_name(int variant) {
+  check_variant(variant, kLayerNormForwardVariants, "layernorm_forward_variant_name");
+  return kForwardShapes[variant].name;
+}
 
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
-                       int C, int ld_out, cudaStream_t stream) {
-  launch_layernorm_forward<T>(nullptr, out, mean, rstd, x, nullptr, w, b, N, C, ld_out, stream);
+                       int C, int ld_out, cudaStream_t stream, int variant) {
+  launch_layernorm_forward<T>({nullptr, out, mean, rstd, x, nullptr, w, b, N, C, ld_out}, variant,
+                              stream);
 }
 
 template <typename T>
 void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
                                 const T* delta, const T* w, const T* b, int N, int C, int ld_out,
-                                cudaStream_t stream) {
-  launch_layernorm_forward<T>(resid_out, out, mean, rstd, x, delta, w, b, N, C, ld_out, stream);
+                                cudaStream_t stream, int variant) {
+  launch_layernorm_forward<T>({resid_out, out, mean, rstd, x, delta, w, b, N, C, ld_out}, variant,
+                              stream);
 }
 
 size_t layernorm_backward_partials(int N, int C) {
@@ -555,25 +780,12 @@ size_t layernorm_backward_partials(int N, int C) {
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, cudaStream_t stream) {
-  // Rows of at most 4 packs per lane take the register kernel, with dx's column sums always;
-  // wider ones keep their sums in shared memory, where the third slice may not fit: dx's
-  // column sums then by bias_grad's kernel after this pass.
+                        bool accumulate, bool accumulate_params, cudaStream_t stream,
+                        int variant) {
+  check_variant(variant, kLayerNormBackwardVariants, "layernorm_backward");
   bool fused_sum = dsum != nullptr;
-  if (register_lane_packs<T>(C) == 0) {
-    const size_t limit = shared_memory_limit();
-    if (backward_shared_bytes(C, 2) > limit) {
-      throw std::invalid_argument("layernorm_backward: rows of " + std::to_string(C) + " need " +
-                                  std::to_string(backward_shared_bytes(C, 2)) +
-                                  " bytes of shared memory per block, this GPU allows " +
-                                  std::to_string(limit) + ": use a smaller --dim");
-    }
-    fused_sum = fused_sum && backward_shared_bytes(C, 3) <= limit;
-  }
-  const int rows = fused_sum ? launch_layernorm_backward<T, true>(dx, partials, dy, x, w, mean,
-                                                                  rstd, N, C, accumulate, stream)
-                             : launch_layernorm_backward<T, false>(dx, partials, dy, x, w, mean,
-                                                                   rstd, N, C, accumulate, stream);
+  const int rows = layernorm_backward_first_pass<T>(variant, fused_sum, dx, partials, dy, x, w,
+                                                    mean, rstd, N, C, accumulate, stream);
   ColumnSums sums;
   sums.partials = partials;
   sums.rows = rows;
@@ -589,12 +801,13 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
 
 #define RY_INSTANTIATE(T)                                                                         \
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int,  \
-                                     int, cudaStream_t);                                          \
+                                     int, cudaStream_t, int);                                     \
   template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*,         \
-                                              const T*, const T*, int, int, int, cudaStream_t);   \
+                                              const T*, const T*, int, int, int, cudaStream_t,    \
+                                              int);                                               \
   template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
                                       const T*, const float*, const float*, int, int, bool, bool, \
-                                      cudaStream_t);
+                                      cudaStream_t, int);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

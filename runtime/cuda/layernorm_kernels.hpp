@@ -10,16 +10,32 @@ namespace railyard::cuda {
 
 inline constexpr float kLayerNormEps = 1e-5f;
 
+// Kernel shapes that bench/layernorm_bench.cpp times side by side at the step's rows (16384 x
+// 768 bf16, `bash bench/gpu_bench.sh lnbench`); the engine runs the two named here. To switch,
+// set the index of the bench's fastest row (its names are layernorm_*_variant_name's). Every
+// variant gives the same bits every run; backward variants differ from each other in the order
+// of the dw, db and column sums (warps a block), forward variants not at all.
+// Backward: rows staged in shared memory, warps a block x rows in flight a warp: 0 8 x 4 (the
+// kernel before's order of sums: its bits), 1 12 x 3 (three warps a scheduler to issue the
+// arithmetic), 2 8 x 5.
+inline constexpr int kLayerNormBackwardVariants = 3, kLayerNormBackwardVariant = 1;
+// Forward: 0 packed, a row a warp in registers, 8 warps (the kernel before); 1 packed, 2 rows a
+// warp; 2 staged in shared memory, 8 warps x 3 rows in flight a warp; 3 staged, 8 x 4.
+inline constexpr int kLayerNormForwardVariants = 4, kLayerNormForwardVariant = 3;
+const char* layernorm_backward_variant_name(int variant);
+const char* layernorm_forward_variant_name(int variant);
+
 // out = LN(x) * w + b over rows of C; out's rows ld_out apart (>= C, whole 16-byte packs), its
 // columns past C left as they are (a Linear's ones column, ones_column_kernels.hpp).
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
-                       int C, int ld_out, cudaStream_t stream);
+                       int C, int ld_out, cudaStream_t stream,
+                       int variant = kLayerNormForwardVariant);
 // resid_out = x + delta, then out = LN(resid_out) * w + b: one pass over the residual stream.
 template <typename T>
 void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
                                 const T* delta, const T* w, const T* b, int N, int C, int ld_out,
-                                cudaStream_t stream);
+                                cudaStream_t stream, int variant = kLayerNormForwardVariant);
 // Floats of scratch layernorm_backward needs for N rows of C (with or without dsum).
 size_t layernorm_backward_partials(int N, int C);
 
@@ -33,6 +49,7 @@ size_t layernorm_backward_partials(int N, int C);
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, cudaStream_t stream);
+                        bool accumulate, bool accumulate_params, cudaStream_t stream,
+                        int variant = kLayerNormBackwardVariant);
 
 }  // namespace railyard::cuda

@@ -138,6 +138,28 @@ void check_layernorm_ones_column(Report& r, const DevArray<T>& x, const DevArray
   r.same_bits(t + " ones column kept by layernorm forward", pad, pad_ref);
 }
 
+// Every kernel shape of the residual LayerNorm forward that the bench compares
+// (kLayerNormForwardVariant): the same bits as the engine's.
+template <typename T>
+void check_forward_variants(Report& r, const DevArray<T>& x, const DevArray<T>& delta,
+                            const DevArray<T>& w, const DevArray<T>& b, cudaStream_t s) {
+  DevArray<T> out(size_t(N) * C), resid(size_t(N) * C);
+  DevArray<float> mean(N), rstd(N);
+  cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
+                                   delta.ptr(), w.ptr(), b.ptr(), N, C, C, s);
+  const auto out1 = out.download(), resid1 = resid.download();
+  for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
+    out.poison();
+    resid.poison();
+    cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
+                                     delta.ptr(), w.ptr(), b.ptr(), N, C, C, s, v);
+    const std::string name = std::string(type_name<T>()) +
+                             " residual + layernorm forward variant " + std::to_string(v);
+    r.same_bits(name, out.download(), out1);
+    r.same_bits(name + " (residual)", resid.download(), resid1);
+  }
+}
+
 template <typename T>
 void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   std::string t = type_name<T>();
@@ -170,6 +192,7 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
                                  N, C);
   r.check(t + " residual add", resid.download(), rres, 1e-7);
   r.check(t + " residual + layernorm forward", out.download(), ro, tol<T>());
+  check_forward_variants<T>(r, x, delta, w, b, s);
 
   // Backward against the statistics of the plain forward on x.
   cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
@@ -221,9 +244,15 @@ std::vector<double> add_column_sums(std::vector<double> ref, const std::vector<d
 // layernorm_backward's optional column sums of dx (the bias gradient of the projection whose
 // output gradient dx is), at rows x C: C of one to four packs per lane or wide rows, a
 // multiple of 256 or not, rows from fewer than a block has warps to several per warp.
+// variant: the backward's kernel shape (kLayerNormBackwardVariant; a shape whose shared memory
+// does not fit takes the wide-row kernel).
 template <typename T>
-void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C) {
-  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm";
+void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C,
+                                 int variant = cuda::kLayerNormBackwardVariant) {
+  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm" +
+                        (variant == cuda::kLayerNormBackwardVariant
+                             ? ""
+                             : " (variant " + std::to_string(variant) + ")");
   const size_t n = size_t(rows) * C;
   DevArray<T> x(n), w(C), dy(n), dx(n);
   DevArray<float> mean(rows), rstd(rows), dw(C), db(C), dsum(C);
@@ -239,7 +268,7 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   auto hds = dsum.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(rows, C));
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, s, variant);
   std::vector<double> rdx = hdx, rdw = hdw, rdb = hdb;
   cpu::layernorm_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(),
                                   hw.data(), fm.data(), fr.data(), rows, C);
@@ -258,7 +287,7 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   db.poison();
   dsum.poison();
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s, variant);
   const auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download(), ds1 = dsum.download();
   std::vector<double> zdx(n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
@@ -268,7 +297,7 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   r.check(t + " backward db (fp32, =)", db1, zdb, 1e-5);
   r.check(t + " dx column sums (fp32, =)", ds1, add_column_sums(zero, dx1, C), 1e-5);
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s, variant);
   r.same_bits(t + " dx column sums, twice", dsum.download(), ds1);
   r.same_bits(t + " backward dw with column sums, twice", dw.download(), dw1);
 }
@@ -758,6 +787,13 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
+  // The backward's other kernel shapes (the bench's variants) at GPT-2's rows and at four packs
+  // per lane (bf16 C = 1000: 12 warps x 3 rows exceeds 227 KiB and takes the wide-row kernel).
+  for (int v = 0; v < cuda::kLayerNormBackwardVariants; ++v) {
+    if (v == cuda::kLayerNormBackwardVariant) continue;
+    check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768, v);
+    check_layernorm_column_sums<T>(r, rng, s, 37, 1000, v);
+  }
   check_gelu<T>(r, rng, s);
   check_embedding<T>(r, rng, s);
   check_embedding_backward_width<T>(r, rng, s, 4, 64, 768);   // GPT-2's width, runs of 64
