@@ -416,11 +416,9 @@ stage_lnbench() {
 if has lnbench; then stage_lnbench; fi
 
 # The LM head's loss kernel alone (issue 12, bench/cross_entropy_bench.cpp): the engine's
-# cross-entropy with its gradient on one chunk of GPT-2's logits (4096 x 50304 bf16), each staged
-# variant (CrossEntropyStaged: `twice` is the kernel before, ENGINE marks the engine's); median
-# time, memory rate, errors against float64 on 64 rows and against `twice`, each variant's bits
-# twice (a difference fails). The table to cross-entropy-bench.log, JSON to
-# cross-entropy-bench.json.
+# cross-entropy with its gradient on one chunk of GPT-2's logits (4096 x 50304 bf16); median
+# time, memory rate, errors against float64 on 64 rows, the engine's bits twice (a difference
+# fails). The table to cross-entropy-bench.log, JSON to cross-entropy-bench.json.
 stage_cebench() {
   log "cebench: cross_entropy_bench (4096 x 50304 bf16, gradient in place)"
   kernel_bench cross_entropy_bench cross-entropy-bench

@@ -4,7 +4,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "async_copy.cuh"
@@ -18,14 +17,6 @@ namespace railyard::cuda {
 namespace {
 
 constexpr int kThreads = 512;
-
-// The staged kernel's block: 1024 threads for kOnceWide, kThreads for the others.
-__host__ __device__ constexpr int staged_threads(CrossEntropyStaged how) {
-  return how == CrossEntropyStaged::kOnceWide ? 2 * kThreads : kThreads;
-}
-__host__ __device__ constexpr bool stores_exps(CrossEntropyStaged how) {
-  return how == CrossEntropyStaged::kOnce || how == CrossEntropyStaged::kOnceWide;
-}
 
 // One block per row, 16-byte packs (Vp is a multiple of 8); the padding columns [V, Vp) are
 // skipped in the sums and get gradient 0. The row is read twice with the gradient (rows too long
@@ -60,61 +51,14 @@ __device__ __forceinline__ void stage_row(Pack<T>* row, const T* x, int packs, i
   }
 }
 
-// This thread's (max, sum of exp(x - max)) over its packs of the staged row, online, each round
-// as soon as its copies have landed (kTwice, kTwicePacked).
-template <typename T>
-__device__ __forceinline__ void sums_online(const Pack<T>* row, int packs, int rounds, int V,
-                                            float& m, float& s) {
-  for (int r = 0; r < rounds; ++r) {
-    wait_async(rounds - 1 - r);  // round r has landed
-    const int q = threadIdx.x + r * blockDim.x;
-    if (q < packs) {
-      const Pack<T> p = row[q];  // one 16-byte read, not one per element
-      accumulate(m, s, p, q * Pack<T>::kN, V);
-    }
-  }
-}
-
-// The same for kOnce and kOnceWide: the max over the thread's packs round by round as they land,
-// then each exponential once, stored over its logit (2^kExpShift exp(x - m)) and summed; s comes
-// back unscaled (times 2^-kExpShift, exact).
-template <typename T>
-__device__ __forceinline__ void sums_once(Pack<T>* row, int packs, int rounds, int V, float& m,
-                                          float& s) {
-  constexpr int kN = Pack<T>::kN;
-  for (int r = 0; r < rounds; ++r) {
-    wait_async(rounds - 1 - r);
-    const int q = threadIdx.x + r * blockDim.x;
-    if (q < packs) m = fmaxf(m, pack_max_fast(row[q], q * kN, V));
-  }
-  if (m == -INFINITY) return;  // no column of the row in this thread's packs
-  const float ml = fmaf(m, kLog2e, -kExpShift);
-  for (int q = threadIdx.x; q < packs; q += blockDim.x) exps_once(row[q], q * kN, V, ml, s);
-  s *= kExpUnshift;
-}
-
-// The gradient of pack q of the staged row; st from finish_row, m the thread's max (kOnce).
-template <CrossEntropyStaged kHow, typename T>
-__device__ __forceinline__ Pack<T> staged_gradient(const Pack<T>& slot, int q, int V, int tgt,
-                                                   float2 st, float factor, float dscale) {
-  const int j0 = q * Pack<T>::kN;
-  if constexpr (stores_exps(kHow)) {
-    return gradient_stored(slot, j0, V, tgt, factor, dscale);
-  } else if constexpr (kHow == CrossEntropyStaged::kTwicePacked && std::is_same_v<T, bf16>) {
-    return gradient_h2(slot, j0, V, tgt, st.x, st.y * dscale, dscale);
-  } else {
-    return gradient(slot, j0, V, tgt, st.x, st.y * dscale, dscale);
-  }
-}
-
 // The gradient with the row staged in shared memory, so it is read from device memory once.
 // Persistent: block b takes rows b, b + gridDim.x, ... Each thread only ever touches its own
 // packs of the staged row (the same q in the copy, the sums and the gradient), so the buffer
 // needs no barrier; once it has written the gradient of a pack it starts the copy of that pack
 // of its block's next row into the same slot, so the next row's read overlaps this row's writes.
-// kTwice sums in the same order as cross_entropy_kernel: the same bits.
-template <typename T, CrossEntropyStaged kHow>
-__global__ void __launch_bounds__(staged_threads(kHow), 2)
+// The sums run in the same order as in cross_entropy_kernel: the same bits.
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2)
     cross_entropy_staged_kernel(T* logits, float* losses, const int32_t* targets, int N, int V,
                                 int Vp, float dscale) {
   constexpr int kN = Pack<T>::kN;
@@ -129,21 +73,20 @@ __global__ void __launch_bounds__(staged_threads(kHow), 2)
     // overwritten only below, after finish_row's barriers.
     const float target_logit = threadIdx.x == 0 && tgt >= 0 ? to_f(x[tgt]) : 0.0f;
     float m = -INFINITY, s = 0.0f;
-    if constexpr (stores_exps(kHow)) {
-      sums_once(row, packs, rounds, V, m, s);
-    } else {
-      sums_online(row, packs, rounds, V, m, s);
+    for (int r = 0; r < rounds; ++r) {
+      wait_async(rounds - 1 - r);  // round r has landed
+      const int q = threadIdx.x + r * blockDim.x;
+      if (q < packs) {
+        const Pack<T> p = row[q];  // one 16-byte read, not one per element
+        accumulate(m, s, p, q * kN, V);
+      }
     }
     const float2 st = finish_row(m, s, losses + n, target_logit, tgt);
-    // kOnce: 2^-kExpShift exp(m - M) dscale / sum, from the thread's m (0 where it had none).
-    const float factor = stores_exps(kHow) && m != -INFINITY
-                             ? exp2_approx(fmaf(m, kLog2e, -kExpShift) - st.x) * st.y * dscale
-                             : 0.0f;
     const T* next = n + gridDim.x < N ? x + size_t(gridDim.x) * Vp : nullptr;
     for (int r = 0; r < rounds; ++r) {
       const int q = threadIdx.x + r * blockDim.x;
       if (q < packs) {
-        store_pack(x + q * kN, staged_gradient<kHow>(row[q], q, V, tgt, st, factor, dscale));
+        store_pack(x + q * kN, gradient(row[q], q * kN, V, tgt, st.x, st.y * dscale, dscale));
         // The slot's old value is in the store above, which waited for it: safe to overwrite.
         if (next != nullptr) copy_async16(row + q, next + q * kN);
       }
@@ -155,8 +98,8 @@ __global__ void __launch_bounds__(staged_threads(kHow), 2)
 // How the staged kernel runs for rows of row_bytes on the current device: how many blocks (one
 // row each) a multiprocessor holds, 0 where a row does not fit the device's shared memory per
 // block (then the rows are read twice). Worked out (and the kernel's shared-memory limit raised)
-// once per kernel, device and row size, in the first call, which the engine makes eagerly: not
-// inside a graph capture.
+// once per device and row size, in the first call, which the engine makes eagerly: not inside a
+// graph capture.
 struct StagedLaunch {
   int device = -1;
   size_t row_bytes = 0;
@@ -164,7 +107,7 @@ struct StagedLaunch {
   int multiprocessors = 0;
 };
 
-template <typename T, CrossEntropyStaged kHow>
+template <typename T>
 StagedLaunch staged_launch(size_t row_bytes) {
   static std::mutex mu;
   static std::vector<StagedLaunch> known;  // one per device and row size seen: a handful
@@ -179,57 +122,30 @@ StagedLaunch staged_launch(size_t row_bytes) {
   RY_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   RY_CUDA(cudaDeviceGetAttribute(&l.multiprocessors, cudaDevAttrMultiProcessorCount, dev));
   cudaFuncAttributes fa{};
-  RY_CUDA(cudaFuncGetAttributes(&fa, cross_entropy_staged_kernel<T, kHow>));
+  RY_CUDA(cudaFuncGetAttributes(&fa, cross_entropy_staged_kernel<T>));
   // The limit is the kernel's, not the launch's: raised to all the device allows, so that a
   // launch for any row size seen before still may use its shared memory.
   const size_t fits = size_t(optin) - fa.sharedSizeBytes;
   if (row_bytes <= fits) {
-    RY_CUDA(cudaFuncSetAttribute(cross_entropy_staged_kernel<T, kHow>,
+    RY_CUDA(cudaFuncSetAttribute(cross_entropy_staged_kernel<T>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(fits)));
     RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &l.blocks_per_sm, cross_entropy_staged_kernel<T, kHow>, staged_threads(kHow), row_bytes));
+        &l.blocks_per_sm, cross_entropy_staged_kernel<T>, kThreads, row_bytes));
   }
   known.push_back(l);
   return l;
 }
 
-// Calls f with `how` as a compile-time constant (a std::integral_constant).
-template <typename F>
-auto with_staged(CrossEntropyStaged how, const F& f) {
-  using E = CrossEntropyStaged;
-  if (how == E::kOnce) return f(std::integral_constant<E, E::kOnce>{});
-  if (how == E::kOnceWide) return f(std::integral_constant<E, E::kOnceWide>{});
-  if (how == E::kTwicePacked) return f(std::integral_constant<E, E::kTwicePacked>{});
-  return f(std::integral_constant<E, E::kTwice>{});
-}
-
-template <typename T>
-StagedLaunch staged_launch(size_t row_bytes, CrossEntropyStaged how) {
-  return with_staged(how, [&](auto k) { return staged_launch<T, decltype(k)::value>(row_bytes); });
-}
-
 }  // namespace
 
-const char* cross_entropy_staged_name(CrossEntropyStaged how) {
-  // In the enum's order.
-  static const char* const names[] = {"twice", "once", "once-wide", "twice-packed"};
-  const int i = static_cast<int>(how);
-  return i >= 0 && i < 4 ? names[i] : "unknown";
-}
-
-int cross_entropy_staged_threads(CrossEntropyStaged how) {
-  return staged_threads(how);
-}
-
 template <typename T>
-int cross_entropy_staged_rows(int Vp, CrossEntropyStaged how) {
-  return staged_launch<T>(size_t(Vp) * sizeof(T), how).blocks_per_sm;
+int cross_entropy_staged_rows(int Vp) {
+  return staged_launch<T>(size_t(Vp) * sizeof(T)).blocks_per_sm;
 }
 
 template <typename T>
 void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* targets, int N, int V,
-                                    int Vp, float dscale, bool write_grad, cudaStream_t stream,
-                                    CrossEntropyStaged how) {
+                                    int Vp, float dscale, bool write_grad, cudaStream_t stream) {
   if (Vp % Pack<T>::kN != 0 || reinterpret_cast<uintptr_t>(logits) % 16 != 0) {
     throw std::invalid_argument("cross-entropy: logits rows of " + std::to_string(Vp) +
                                 " columns at " +
@@ -241,14 +157,11 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
   if (N <= 0) return;
   const size_t row_bytes = size_t(Vp) * sizeof(T);
   // Without the gradient the plain kernel reads each row once already.
-  const StagedLaunch l = write_grad ? staged_launch<T>(row_bytes, how) : StagedLaunch{};
+  const StagedLaunch l = write_grad ? staged_launch<T>(row_bytes) : StagedLaunch{};
   if (l.blocks_per_sm > 0) {
     const int grid = std::min(N, l.blocks_per_sm * l.multiprocessors);
-    with_staged(how, [&](auto k) {
-      cross_entropy_staged_kernel<T, decltype(k)::value>
-          <<<grid, staged_threads(decltype(k)::value), row_bytes, stream>>>(logits, losses, targets,
-                                                                            N, V, Vp, dscale);
-    });
+    cross_entropy_staged_kernel<T>
+        <<<grid, kThreads, row_bytes, stream>>>(logits, losses, targets, N, V, Vp, dscale);
   } else {
     cross_entropy_kernel<T>
         <<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dscale, write_grad);
@@ -256,11 +169,11 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
   RY_CUDA_LAUNCHED();
 }
 
-template int cross_entropy_staged_rows<float>(int, CrossEntropyStaged);
-template int cross_entropy_staged_rows<bf16>(int, CrossEntropyStaged);
+template int cross_entropy_staged_rows<float>(int);
+template int cross_entropy_staged_rows<bf16>(int);
 template void cross_entropy_forward_backward<float>(float*, float*, const int32_t*, int, int, int,
-                                                    float, bool, cudaStream_t, CrossEntropyStaged);
+                                                    float, bool, cudaStream_t);
 template void cross_entropy_forward_backward<bf16>(bf16*, float*, const int32_t*, int, int, int,
-                                                   float, bool, cudaStream_t, CrossEntropyStaged);
+                                                   float, bool, cudaStream_t);
 
 }  // namespace railyard::cuda
