@@ -144,7 +144,16 @@ Options parse(int argc, char** argv) {
 
 // ---- the step's products ---------------------------------------------------------------------
 
-enum class Kind { kForward, kForwardGelu, kBackwardInput, kBackwardInputDgelu, kBackwardWeight };
+// kForwardResidual: the forward with bias and the residual stream added in the epilogue (C, beta
+// 1, another buffer than D): a product of its own in the pin table (beta_nonzero).
+enum class Kind {
+  kForward,
+  kForwardResidual,
+  kForwardGelu,
+  kBackwardInput,
+  kBackwardInputDgelu,
+  kBackwardWeight
+};
 
 // One product as a linear_* call of the engine makes it: rows N, in I, out O.
 struct ProductSpec {
@@ -161,14 +170,18 @@ struct ProductSpec {
 // ln1 and ln2 have a ones column (runtime/cuda/ones_column_kernels.hpp): the qkv and fc1
 // forwards read them at stride ones_column_ld(C), and their weight gradients are one product
 // over ones_column_ld(C) inputs (the bias gradient its last column), always "=" (the split adds
-// to the gradients); the plain C-input weight products stay listed, at 0 calls, to compare.
+// to the gradients); the plain C-input weight products stay listed, at 0 calls, to compare. The
+// attention and MLP output projections add the residual in their epilogues; their forwards
+// without it stay listed, at 0 calls, to compare (what the residual input costs).
 std::vector<ProductSpec> step_products(const Options& o) {
   const int N = o.batch * o.seq, C = o.dim, L = o.layers, ld = ones_column_ld(C);
   std::vector<ProductSpec> p = {
       {"qkv forward bias", Kind::kForward, N, C, 3 * C, true, false, L, ld},
-      {"attn-proj forward bias", Kind::kForward, N, C, C, true, false, L},
+      {"attn-proj forward bias+residual", Kind::kForwardResidual, N, C, C, true, false, L},
+      {"attn-proj forward bias (no longer issued)", Kind::kForward, N, C, C, true, false, 0},
       {"fc1 forward gelu_aux", Kind::kForwardGelu, N, C, 4 * C, true, false, L, ld},
-      {"fc2 forward bias", Kind::kForward, N, 4 * C, C, true, false, L},
+      {"fc2 forward bias+residual", Kind::kForwardResidual, N, 4 * C, C, true, false, L},
+      {"fc2 forward bias (no longer issued)", Kind::kForward, N, 4 * C, C, true, false, 0},
       {"fc2 backward-input dgelu", Kind::kBackwardInputDgelu, N, 4 * C, C, false, false, L},
       {"fc2 backward-weight =", Kind::kBackwardWeight, N, 4 * C, C, false, false, L},
       {"fc1 backward-input", Kind::kBackwardInput, N, C, 4 * C, false, false, L},
@@ -248,9 +261,12 @@ Operands operands(const ProductSpec& s) {
   const cudaDataType_t t = CUDA_R_16BF;
   ops.flops = 2.0 * double(N) * double(I) * double(O);
   const void* w = buffer(ops, O * I, true, 0.05f, 2);
-  if (s.kind == Kind::kForward || s.kind == Kind::kForwardGelu) {
+  if (s.kind == Kind::kForward || s.kind == Kind::kForwardResidual ||
+      s.kind == Kind::kForwardGelu) {
     const void* x = buffer(ops, N * size_t(s.ldx > 0 ? s.ldx : s.I), true, 1.0f, 1);
     const void* bias = s.bias ? buffer(ops, O, true, 0.1f, 3) : nullptr;
+    const void* resid =
+        s.kind == Kind::kForwardResidual ? buffer(ops, N * O, true, 1.0f, 7) : nullptr;
     void* y = buffer(ops, N * O, true, 0, 0);
     ops.outputs.push_back({y, N * O, true});
     void* pre = nullptr;
@@ -258,7 +274,7 @@ Operands operands(const ProductSpec& s) {
       pre = buffer(ops, N * O, true, 0, 0);
       ops.outputs.push_back({pre, N * O, true});
     }
-    ops.call = Matmul::forward_call(y, x, w, bias, s.N, s.I, s.O, t, pre, s.ldx);
+    ops.call = Matmul::forward_call(y, x, w, bias, s.N, s.I, s.O, t, pre, s.ldx, resid);
   } else if (s.kind == Kind::kBackwardWeight) {
     const void* dy = buffer(ops, N * O, true, 1.0f, 4);
     const void* x = buffer(ops, N * I, true, 1.0f, 1);

@@ -508,10 +508,10 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   // chunk lives only inside loss_head (after every layer's forward, before any layer's
   // backward); the layer scratch only inside one layer's forward or backward. Within the layer
   // scratch, cuDNN's workspace is used only inside its attention call, while d4 (fc's gradient,
-  // MLP backward) and dA (the projections' output, forward) are dead: they lie in its bytes.
-  // The built-in attention has no workspace and uses dA inside its backward.
+  // MLP backward) is dead: it lies in its bytes. The built-in attention has no workspace and
+  // uses dA, after d4, inside its backward.
   const size_t d4_bytes = AllocationPlan::aligned(4 * NC * e);
-  const size_t mlp_scratch = d4_bytes + NC * e;
+  const size_t mlp_scratch = fused ? d4_bytes : d4_bytes + NC * e;
   const std::vector<size_t> layer_scratch =
       fused ? std::vector<size_t>{3 * NC * e, std::max(attn_ws, mlp_scratch)}
             : std::vector<size_t>{3 * NC * e, mlp_scratch, NC * e, probs * e, 3 * NC * e};
@@ -521,8 +521,8 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   sc.logits = overlaid[0][0];
   sc.qkv = overlaid[1][0];
   sc.attn_ws = sc.d4 = overlaid[1][1];
-  sc.dA = overlaid[1][1] + d4_bytes;
   if (!fused) {
+    sc.dA = overlaid[1][1] + d4_bytes;
     sc.oh = overlaid[1][2];
     sc.dprobs = overlaid[1][3];
     sc.dqkvp = overlaid[1][4];
@@ -556,7 +556,7 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   (void)attn_ws;
 #endif
   d4_ = mem_.as<T>(sc.d4);
-  dA_ = mem_.as<T>(sc.dA);
+  dA_ = fused ? nullptr : mem_.as<T>(sc.dA);
   dB_ = mem_.as<T>(sc.dB);
   dresid_ = mem_.as<T>(sc.dresid);
   partials_ = mem_.as<float>(sc.partials);
@@ -689,19 +689,25 @@ void CudaEngine<T>::forward(int B, int Tn) {
     const LayerParams& p = lp_[l];
     LayerActs<T>& a = acts_[l];
     attention_block_forward(a, p, shape);
-    mm.linear_forward(dA_, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_);
-    residual_layernorm_forward(a.resid_mid, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid, dA_, w(p.ln2w),
-                               w(p.ln2b), N, C_, ln_ld_, stream_);
+    // The residual adds are in the projections' epilogues (C = the incoming residual), each sum
+    // rounded once; the LayerNorms then read the stored residual, as --recompute's do.
+    mm.linear_forward(a.resid_mid, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_, nullptr,
+                      0, a.resid);
+    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_mid, w(p.ln2w), w(p.ln2b), N, C_,
+                      ln_ld_, stream_);
     fc_forward(a, p, N);
-    mm.linear_forward(dA_, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_);
-    // The residual add feeds the next LayerNorm directly: the next layer's ln1, or lnf.
+    // The layer's output feeds the next LayerNorm: the next layer's ln1, or lnf.
     if (l + 1 < L_) {
       LayerActs<T>& n = acts_[l + 1];
-      residual_layernorm_forward(n.resid, n.ln1, n.ln1_mean, n.ln1_rstd, a.resid_mid, dA_,
-                                 w(lp_[l + 1].ln1w), w(lp_[l + 1].ln1b), N, C_, ln_ld_, stream_);
+      mm.linear_forward(n.resid, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_, nullptr,
+                        0, a.resid_mid);
+      layernorm_forward(n.ln1, n.ln1_mean, n.ln1_rstd, n.resid, w(lp_[l + 1].ln1w),
+                        w(lp_[l + 1].ln1b), N, C_, ln_ld_, stream_);
     } else {
-      residual_layernorm_forward(resid_final_, lnf_, lnf_mean_, lnf_rstd_, a.resid_mid, dA_,
-                                 w(lnfw_), w(lnfb_), N, C_, C_, stream_);
+      mm.linear_forward(resid_final_, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_,
+                        nullptr, 0, a.resid_mid);
+      layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, resid_final_, w(lnfw_), w(lnfb_), N, C_, C_,
+                        stream_);
     }
   }
 }

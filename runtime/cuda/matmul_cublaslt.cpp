@@ -266,22 +266,30 @@ void Matmul::launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo
     RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                              &c.aux, sizeof(c.aux)));
   }
-  RY_CUBLAS(cublasLtMatmul(handle_, p.op, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, c.d, p.ld, c.d,
+  // An out-of-place C shares D's layout (descriptor): cuBLASLt allows C != D with any layouts.
+  const void* in = c.c_in != nullptr ? c.c_in : c.d;
+  RY_CUBLAS(cublasLtMatmul(handle_, p.op, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, in, p.ld, c.d,
                            p.ld, &algo, ws.ptr, ws.bytes, stream));
 }
 
 // Row-major M[r, c] is column-major M^T with leading dimension c; each product below is the
 // transposed identity of the row-major one it computes.
 void Matmul::linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I,
-                            int O, cudaDataType_t t, cudaStream_t stream, void* gelu_pre, int ldx) {
-  gemm(forward_call(y, x, w, bias, N, I, O, t, gelu_pre, ldx), stream);
+                            int O, cudaDataType_t t, cudaStream_t stream, void* gelu_pre, int ldx,
+                            const void* residual) {
+  gemm(forward_call(y, x, w, bias, N, I, O, t, gelu_pre, ldx, residual), stream);
 }
 
 GemmCall Matmul::forward_call(void* y, const void* x, const void* w, const void* bias, int N, int I,
-                              int O, cudaDataType_t t, void* gelu_pre, int ldx) {
+                              int O, cudaDataType_t t, void* gelu_pre, int ldx,
+                              const void* residual) {
   if (ldx != 0 && ldx < I) {
     throw std::invalid_argument("Matmul: input rows " + std::to_string(ldx) +
                                 " apart, shorter than their " + std::to_string(I) + " columns");
+  }
+  if (residual != nullptr && (residual == y || gelu_pre != nullptr)) {
+    throw std::logic_error("Matmul: a forward's residual input must be another buffer than its "
+                           "output, and goes with no GELU epilogue");
   }
   GemmCall c;  // Y^T[O,N] = W[O,I] X^T[I,N]
   c.trans_a = true;
@@ -291,6 +299,10 @@ GemmCall Matmul::forward_call(void* y, const void* x, const void* w, const void*
   c.d = y, c.ldd = O;
   c.ab_type = t, c.d_type = t;
   c.bias = bias;
+  if (residual != nullptr) {  // D = W X^T + bias + residual^T, residual laid out as Y
+    c.c_in = residual;
+    c.beta = 1.0f;
+  }
   if (gelu_pre != nullptr) {
     c.gelu = GeluEpilogue::kForward;
     c.aux = gelu_pre;

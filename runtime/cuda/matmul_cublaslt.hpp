@@ -37,8 +37,10 @@ namespace railyard::cuda {
 // false (the A/B switch): every product uses the shared workspace, slot_arena() is empty.
 inline constexpr bool kWorkspaceSlots = true;
 
-// One column-major product D = alpha * op(A) op(B) + beta * D, optionally batched with
-// strides, with an optional bias (length m, D's type) added in the epilogue.
+// One column-major product D = alpha * op(A) op(B) + beta * C, optionally batched with
+// strides, with an optional bias (length m, D's type) added in the epilogue. C is D itself
+// unless `c_in` names another matrix laid out as D (a residual input: D = A B + bias + C, its sum
+// rounded once; C's values must not overlap D's).
 // GPT-2's GELU (the tanh form) in the epilogue: forward writes GELU(x) to D and x to `aux`;
 // backward multiplies the product by GELU'(aux).
 enum class GeluEpilogue { kNone, kForward, kBackward };
@@ -52,6 +54,7 @@ struct GemmCall {
   int ldb = 0;
   void* d = nullptr;
   int ldd = 0;
+  const void* c_in = nullptr;  // C; null: C is D (beta scales what D held)
   cudaDataType_t ab_type = CUDA_R_32F;
   cudaDataType_t d_type = CUDA_R_32F;
   float alpha = 1.0f, beta = 0.0f;
@@ -101,19 +104,22 @@ class Matmul {
   // The GemmCall each linear_* below issues (pointers included), for the same benches.
   static GemmCall forward_call(void* y, const void* x, const void* w, const void* bias, int N,
                                int I, int O, cudaDataType_t t, void* gelu_pre = nullptr,
-                               int ldx = 0);
+                               int ldx = 0, const void* residual = nullptr);
   static GemmCall backward_input_call(void* dx, const void* dy, const void* w, int N, int I, int O,
                                       cudaDataType_t t, bool accumulate,
                                       const void* gelu_pre = nullptr);
   static GemmCall backward_weight_call(float* dw, const void* dy, const void* x, int N, int I,
                                        int O, cudaDataType_t t, bool accumulate);
 
-  // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]); X, W, Y, bias of type `t`. With gelu_pre, Y is
-  // GELU of that and gelu_pre [N,O] receives the value before GELU (bias required). X's rows
-  // are ldx apart where ldx > 0 (at least I: a LayerNorm output with its ones column,
-  // ones_column_kernels.hpp), I apart otherwise.
+  // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]) (+ residual[N,O]); X, W, Y, bias, residual of type
+  // `t`. With gelu_pre, Y is GELU of that and gelu_pre [N,O] receives the value before GELU
+  // (bias required, no residual). X's rows are ldx apart where ldx > 0 (at least I: a LayerNorm
+  // output with its ones column, ones_column_kernels.hpp), I apart otherwise. With residual
+  // (laid out as Y, another buffer), the residual add is in the epilogue (beta 1), the sum in
+  // fp32 rounded once to `t`: a product of its own in the pin table (beta_nonzero).
   void linear_forward(void* y, const void* x, const void* w, const void* bias, int N, int I, int O,
-                      cudaDataType_t t, cudaStream_t stream, void* gelu_pre = nullptr, int ldx = 0);
+                      cudaDataType_t t, cudaStream_t stream, void* gelu_pre = nullptr, int ldx = 0,
+                      const void* residual = nullptr);
   // dX[N,I] (= or +=, per `accumulate`) dY[N,O] W[O,I]. With gelu_pre (the forward's value
   // before GELU, [N,I]), dX is multiplied by GELU'(gelu_pre); not with accumulate.
   void linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
