@@ -1,8 +1,9 @@
 // The step's memory-bound LayerNorm and embedding kernels alone (issue 12, bench/NOTES.md):
 // LayerNorm (runtime/cuda/layernorm_kernels.cu) at GPT-2's rows, 16384 x 768 bf16: the forward
-// with the residual add, its output rows 776 apart (the ones column), and the backward in the
-// three ways the step calls it (dx added to the residual gradient with the projection bias's
-// column sums: 23 layers' ln1/ln2; dx overwritten: ln_f; no column sums: layer 0's ln1); and
+// (the residual add is in the products' epilogues), its output rows 776 apart (the ones
+// column), and the backward in the three ways the step calls it (dx added to the residual
+// gradient with the projection bias's column sums: 23 layers' ln1/ln2; dx overwritten: ln_f; no
+// column sums: layer 0's ln1); and
 // the embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257,
 // on uniform tokens (what bench/gpu_bench.sh trains on) and on tokens drawn as words are (a few
 // ids repeated hundreds of times). The LayerNorm kernels before (bench/layernorm_bench_reference.cu,
@@ -197,14 +198,13 @@ json report_verdicts(const std::string& name, const std::vector<std::string>& wh
   return r;
 }
 
-// The bench's LayerNorm inputs: dy, x (with delta: the forward's), w, b, the statistics of the
-// forward on x, and dx0 (the residual gradient the backward adds to).
+// The bench's LayerNorm inputs: dy, x, w, b, the statistics of the forward on x, and dx0 (the
+// residual gradient the backward adds to).
 struct LayerNormInputs {
-  DeviceBuffer dy, x, delta, w, b, mean, rstd, dx0, out;
+  DeviceBuffer dy, x, w, b, mean, rstd, dx0, out;
   LayerNormInputs(size_t nc, cudaStream_t s)
       : dy(nc * 2),
         x(nc * 2),
-        delta(nc * 2),
         w(kC * 2),
         b(kC * 2),
         mean(kRows * 4),
@@ -216,7 +216,6 @@ struct LayerNormInputs {
     rb::fill_uniform(w.as<void>(), kC, true, 1.0f, 13, s);
     rb::fill_uniform(b.as<void>(), kC, true, 0.1f, 14, s);
     rb::fill_uniform(dx0.as<void>(), nc, true, 1e-2f, 15, s);
-    rb::fill_uniform(delta.as<void>(), nc, true, 0.5f, 16, s);
     rc::layernorm_forward(out.as<bf16>(), mean.as<float>(), rstd.as<float>(), x.as<bf16>(),
                           w.as<bf16>(), b.as<bf16>(), kRows, kC, kC, s);
   }
@@ -306,17 +305,15 @@ json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s,
   return report_verdicts(name, who, us, bytes, verdicts);
 }
 
-// The residual LayerNorm forward's outputs: the sum, the normalised rows (776 apart, as the
-// step stores them for the ones column), the statistics.
+// The LayerNorm forward's outputs: the normalised rows (776 apart, as the step stores them for
+// the ones column), the statistics.
 struct ForwardOutputs {
-  DeviceBuffer resid, out, mean, rstd;
-  explicit ForwardOutputs(size_t nc)
-      : resid(nc * 2), out(size_t(kRows) * kLdOut * 2), mean(kRows * 4), rstd(kRows * 4) {
+  DeviceBuffer out, mean, rstd;
+  ForwardOutputs() : out(size_t(kRows) * kLdOut * 2), mean(kRows * 4), rstd(kRows * 4) {
     RY_CUDA(cudaMemset(out.as<void>(), 0, out.bytes()));  // columns past C: never written
   }
   std::vector<std::vector<float>> host() const {
-    return {rb::download_floats(resid.as<void>(), size_t(kRows) * kC, true),
-            rb::download_floats(out.as<void>(), size_t(kRows) * kLdOut, true),
+    return {rb::download_floats(out.as<void>(), size_t(kRows) * kLdOut, true),
             rb::download_floats(mean.as<void>(), kRows, false),
             rb::download_floats(rstd.as<void>(), kRows, false)};
   }
@@ -326,15 +323,14 @@ struct ForwardOutputs {
 std::vector<Verdict> forward_verdicts(const std::vector<Contender>& cs,
                                       const std::vector<ForwardOutputs>& outs,
                                       const rb::ForwardFloat64& ref) {
-  const std::vector<bool> types = {true, true, false, false};
+  const std::vector<bool> types = {true, false, false};
   std::vector<Verdict> v(cs.size());
   const auto before = outs[0].host();
   for (size_t k = 0; k < cs.size(); ++k) {
     const auto first = outs[k].host();
-    v[k].errors = {rb::relative_error(first[0], ref.resid, kRows, kC, kC),
-                   rb::relative_error(first[1], ref.out, kRows, kC, kLdOut),
-                   rb::relative_error(first[2], ref.mean, 1, kRows, kRows),
-                   rb::relative_error(first[3], ref.rstd, 1, kRows, kRows)};
+    v[k].errors = {rb::relative_error(first[0], ref.out, kRows, kC, kLdOut),
+                   rb::relative_error(first[1], ref.mean, 1, kRows, kRows),
+                   rb::relative_error(first[2], ref.rstd, 1, kRows, kRows)};
     cs[k].run();
     v[k].twice = same_bits(outs[k].host(), first);
     v[k].as_before = same_bits(first, before);
@@ -343,24 +339,24 @@ std::vector<Verdict> forward_verdicts(const std::vector<Contender>& cs,
   return v;
 }
 
-// The residual add and LayerNorm forward of 16384 x 768 bf16 rows, out at row stride 776: the
-// kernel before (2877015) and each variant of the engine's residual_layernorm_forward.
+// The LayerNorm forward of 16384 x 768 bf16 rows, out at row stride 776 (the residual add is in
+// the products' epilogues since issue 12's residual change): the kernel before (2877015) and
+// each variant of the engine's layernorm_forward.
 json forward_case(const Options& o, cudaStream_t s, bool& all_ok) {
   const size_t nc = size_t(kRows) * kC;
   const LayerNormInputs in(nc, s);
-  std::vector<ForwardOutputs> outs;
-  for (int k = 0; k <= rc::kLayerNormForwardVariants; ++k) outs.emplace_back(nc);
+  std::vector<ForwardOutputs> outs(rc::kLayerNormForwardVariants + 1);
   auto args = [&](ForwardOutputs& f) {
-    return std::make_tuple(f.resid.as<bf16>(), f.out.as<bf16>(), f.mean.as<float>(),
-                           f.rstd.as<float>(), in.x.as<bf16>(), in.delta.as<bf16>(),
-                           in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut, s);
+    return std::make_tuple(f.out.as<bf16>(), f.mean.as<float>(), f.rstd.as<float>(),
+                           in.x.as<bf16>(), in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut,
+                           s);
   };
   std::vector<Contender> cs = {
-      {[] {}, [&] { std::apply(rb::reference_residual_layernorm_forward, args(outs[0])); }}};
+      {[] {}, [&] { std::apply(rb::reference_layernorm_forward, args(outs[0])); }}};
   std::vector<std::string> who = {"before (2877015)"};
   for (int v = 0; v < rc::kLayerNormForwardVariants; ++v) {
     cs.push_back({[] {}, [&, v] {
-                    std::apply([&](auto... a) { rc::residual_layernorm_forward<bf16>(a..., v); },
+                    std::apply([&](auto... a) { rc::layernorm_forward<bf16>(a..., v); },
                                args(outs[v + 1]));
                   }});
     who.push_back(std::string(v == rc::kLayerNormForwardVariant ? "engine: " : "") +
@@ -368,14 +364,13 @@ json forward_case(const Options& o, cudaStream_t s, bool& all_ok) {
   }
   const auto us = time_rounds(cs, o, s);
   const rb::ForwardFloat64 ref = rb::layernorm_forward_float64(
-      rb::download_floats(in.x.as<void>(), nc, true), rb::download_floats(in.delta.as<void>(), nc, true),
-      rb::download_floats(in.w.as<void>(), kC, true), rb::download_floats(in.b.as<void>(), kC, true),
-      kRows, kC);
+      rb::download_floats(in.x.as<void>(), nc, true), rb::download_floats(in.w.as<void>(), kC, true),
+      rb::download_floats(in.b.as<void>(), kC, true), kRows, kC);
   const auto verdicts = forward_verdicts(cs, outs, ref);
   for (const Verdict& v : verdicts) all_ok = all_ok && v.ok;
-  // Bytes: x and delta read, the sum and the normalised rows written, the statistics.
-  const double bytes = 4.0 * nc * 2 + kRows * 8.0;
-  return report_verdicts("layernorm forward (residual), out ld 776", who, us, bytes, verdicts);
+  // Bytes: x read, the normalised rows written, the statistics.
+  const double bytes = 2.0 * nc * 2 + kRows * 8.0;
+  return report_verdicts("layernorm forward, out ld 776", who, us, bytes, verdicts);
 }
 
 // GPT-2-like token ids: rank r (id r) drawn with weight 1 / (r + 1), so the commonest id fills
@@ -457,7 +452,7 @@ int main(int argc, char** argv) try {
   out["warmup"] = o.warmup;
   out["reps"] = o.reps;
   std::printf("(err64: largest error against float64 over the largest value; backward: dx dw db "
-              "[dsum], forward: resid out mean rstd)\n");
+              "[dsum], forward: out mean rstd)\n");
   out["layernorm_forward"] = {forward_case(o, s, all_ok)};
   out["layernorm_backward"] = {layernorm_case(true, true, o, s, all_ok),
                                layernorm_case(false, true, o, s, all_ok),

@@ -19,12 +19,11 @@ int reference_layernorm_backward_first_pass(__nv_bfloat16* dx, float* partials,
                                             const __nv_bfloat16* w, const float* mean,
                                             const float* rstd, int N, int C, bool accumulate,
                                             bool sum, cudaStream_t stream);
-// residual_layernorm_forward at 2877015 for bf16 rows of C = 768 (out's rows ld_out apart).
-void reference_residual_layernorm_forward(__nv_bfloat16* resid_out, __nv_bfloat16* out,
-                                          float* mean, float* rstd, const __nv_bfloat16* x,
-                                          const __nv_bfloat16* delta, const __nv_bfloat16* w,
-                                          const __nv_bfloat16* b, int N, int C, int ld_out,
-                                          cudaStream_t stream);
+// layernorm_forward at 2877015 for bf16 rows of C = 768 (out's rows ld_out apart).
+void reference_layernorm_forward(__nv_bfloat16* out, float* mean, float* rstd,
+                                 const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                 const __nv_bfloat16* b, int N, int C, int ld_out,
+                                 cudaStream_t stream);
 
 // Scratch bytes of reference_embedding_backward (positions, sorted keys and positions, CUB's).
 size_t reference_embedding_scratch_bytes(int N, int vocab);

@@ -37,27 +37,21 @@ double round_to_bf16(double v) {
   return f;
 }
 
-ForwardFloat64 layernorm_forward_float64(const std::vector<float>& x,
-                                         const std::vector<float>& delta,
-                                         const std::vector<float>& w, const std::vector<float>& b,
-                                         int N, int C) {
+ForwardFloat64 layernorm_forward_float64(const std::vector<float>& x, const std::vector<float>& w,
+                                         const std::vector<float>& b, int N, int C) {
   ForwardFloat64 r;
-  r.resid.resize(size_t(N) * C);
   r.out.resize(size_t(N) * C);
   r.mean.resize(N);
   r.rstd.resize(N);
   for (int i = 0; i < N; ++i) {
     const size_t o = size_t(i) * C;
     double s = 0;
-    for (int c = 0; c < C; ++c) {
-      r.resid[o + c] = round_to_bf16(double(x[o + c]) + double(delta[o + c]));
-      s += r.resid[o + c];
-    }
+    for (int c = 0; c < C; ++c) s += x[o + c];
     const double m = s / C;
     double v = 0;
-    for (int c = 0; c < C; ++c) v += (r.resid[o + c] - m) * (r.resid[o + c] - m);
+    for (int c = 0; c < C; ++c) v += (x[o + c] - m) * (x[o + c] - m);
     const double rs = 1.0 / std::sqrt(v / C + 1e-5);
-    for (int c = 0; c < C; ++c) r.out[o + c] = (r.resid[o + c] - m) * rs * w[c] + b[c];
+    for (int c = 0; c < C; ++c) r.out[o + c] = (x[o + c] - m) * rs * w[c] + b[c];
     r.mean[i] = m;
     r.rstd[i] = rs;
   }

@@ -14,14 +14,12 @@ std::vector<float> download_floats(const void* device, size_t n, bool bf16);
 // v rounded to the nearest bf16 (ties to even), as the kernels store it.
 double round_to_bf16(double v);
 
-// resid = bf16(x + delta), out = LN(resid) w + b (eps 1e-5), the statistics of resid.
+// out = LN(x) w + b (eps 1e-5), the statistics of x.
 struct ForwardFloat64 {
-  std::vector<double> resid, out, mean, rstd;
+  std::vector<double> out, mean, rstd;
 };
-ForwardFloat64 layernorm_forward_float64(const std::vector<float>& x,
-                                         const std::vector<float>& delta,
-                                         const std::vector<float>& w, const std::vector<float>& b,
-                                         int N, int C);
+ForwardFloat64 layernorm_forward_float64(const std::vector<float>& x, const std::vector<float>& w,
+                                         const std::vector<float>& b, int N, int C);
 
 // dx = dLN/dx^T dy (+ dx0 where given), dw = sum dy xhat, db = sum dy, dsum = the column sums
 // of dx as stored (each rounded to bf16), with the given fp32 statistics.

@@ -80,32 +80,23 @@ __device__ void write_block_partials(float* partials, const float* acc, int C, i
   }
 }
 
-// The forward's arguments (resid_out and delta null without the residual add).
+// The forward's arguments.
 template <typename T>
 struct ForwardArgs {
-  T *resid_out, *out;
+  T* out;
   float *mean, *rstd;
-  const T *x, *delta, *w, *b;
+  const T *x, *w, *b;
   int N, C, ld_out;
 };
 
-// With delta non-null, the row is x + delta (rounded to T, the value stored and normalised).
 // out's rows are ld_out apart (columns past C are left as they are: a Linear's ones column).
 template <typename T>
-__global__ void layernorm_forward_kernel(T* resid_out, T* out, float* mean, float* rstd, const T* x,
-                                         const T* delta, const T* w, const T* b, int N, int C,
-                                         int ld_out) {
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* w,
+                                         const T* b, int N, int C, int ld_out) {
   int row = blockIdx.x * kWarps + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= N) return;
-  const T* xr = x + size_t(row) * C;
-  const T* src = xr;
-  if (delta != nullptr) {
-    const T* dr = delta + size_t(row) * C;
-    T* rr = resid_out + size_t(row) * C;
-    for (int c = lane; c < C; c += 32) rr[c] = from_f<T>(to_f(xr[c]) + to_f(dr[c]));
-    src = rr;
-  }
+  const T* src = x + size_t(row) * C;
   float s = 0.0f;
   for (int c = lane; c < C; c += 32) s += to_f(src[c]);
   float m = warp_sum(s) / C;
@@ -410,28 +401,20 @@ __global__ void __launch_bounds__(kW * 32, 1)
   write_lane_partials<T, P, kSum, kW>(partials, shared4 + S::kW4, C, acc);
 }
 
-// One row of the packed forward, its packs loaded (px the input, pd the delta where there is
-// one): the residual stored, then the statistics and the normalised row.
+// One row of the packed forward, its packs loaded: the statistics and the normalised row.
 template <typename T, int P>
-__device__ __forceinline__ void forward_row(const Pack<T> (&px)[P], const Pack<T> (&pd)[P],
-                                            const ForwardArgs<T>& a, int row, int lane) {
+__device__ __forceinline__ void forward_row(const Pack<T> (&px)[P], const ForwardArgs<T>& a,
+                                            int row, int lane) {
   constexpr int kN = Pack<T>::kN;
   const int packs = a.C / kN;
   float v[P][kN];
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    const int q = lane + 32 * i;
-    if (q < packs) {
-      Pack<T> sum = px[i];
-      if (a.delta != nullptr) {
-#pragma unroll
-        for (int k = 0; k < kN; ++k) sum.v[k] = from_f<T>(to_f(px[i].v[k]) + to_f(pd[i].v[k]));
-        store_pack(a.resid_out + size_t(row) * a.C + q * kN, sum);
-      }
+    if (lane + 32 * i < packs) {
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
-        v[i][k] = to_f(sum.v[k]);
+        v[i][k] = to_f(px[i].v[k]);
         s += v[i][k];
       }
     }
@@ -471,26 +454,21 @@ __global__ void layernorm_forward_packed_kernel(ForwardArgs<T> a) {
   constexpr int kN = Pack<T>::kN;
   const int lane = threadIdx.x % 32;
   const int row0 = (blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) * R;
-  Pack<T> px[R][P], pd[R][P];
+  Pack<T> px[R][P];
 #pragma unroll
   for (int j = 0; j < R; ++j) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int q = lane + 32 * i;
-      if (row0 + j < a.N && q < a.C / kN) {
-        const size_t at = size_t(row0 + j) * a.C + q * kN;
-        px[j][i] = load_pack(a.x + at);
-        if (a.delta != nullptr) pd[j][i] = load_pack(a.delta + at);
-      }
+      if (row0 + j < a.N && q < a.C / kN) px[j][i] = load_pack(a.x + size_t(row0 + j) * a.C + q * kN);
     }
   }
 #pragma unroll
   for (int j = 0; j < R; ++j) {
-    if (row0 + j < a.N) forward_row<T, P>(px[j], pd[j], a, row0 + j, lane);
+    if (row0 + j < a.N) forward_row<T, P>(px[j], a, row0 + j, lane);
   }
 }
-// Starts the copies of the lane's packs of x and delta of `row` (none from N on) into `slot`,
-// one group.
+// Starts the copies of the lane's packs of `row` (none from N on) into `slot`, one group.
 template <typename T, int P>
 __device__ __forceinline__ void stage_forward_row(uint4* slot, const ForwardArgs<T>& a, int row,
                                                   int lane, unsigned long long policy) {
@@ -500,9 +478,7 @@ __device__ __forceinline__ void stage_forward_row(uint4* slot, const ForwardArgs
     for (int i = 0; i < P; ++i) {
       const int q = lane + 32 * i;
       if (q < a.C / kN) {
-        const size_t at = size_t(row) * a.C + size_t(q) * kN;
-        copy_async16_hinted(slot + i * 32 + lane, a.x + at, policy);
-        if (a.delta != nullptr) copy_async16_hinted(slot + (P + i) * 32 + lane, a.delta + at, policy);
+        copy_async16_hinted(slot + i * 32 + lane, a.x + size_t(row) * a.C + size_t(q) * kN, policy);
       }
     }
   }
@@ -510,12 +486,12 @@ __device__ __forceinline__ void stage_forward_row(uint4* slot, const ForwardArgs
 }
 
 // The forward with rows staged in shared memory: warp g of the grid's G walks rows g, g + G,
-// ...; each lane copies its packs of x and delta into a ring of kS slots of its warp (cp.async,
+// ...; each lane copies its packs of x into a ring of kS slots of its warp (cp.async,
 // as the backward: kS rows in flight per warp without registers, a lane reading back only what
 // it copied), then normalises the row from there. Inputs are read once: evict-first in L2.
 template <typename T, int P, int kS>
 __global__ void layernorm_forward_staged_kernel(ForwardArgs<T> a) {
-  constexpr int kSlot = 2 * P * 32;  // uint4s: x [P][32 lanes], delta [P][32 lanes]
+  constexpr int kSlot = P * 32;  // uint4s: x [P][32 lanes]
   extern __shared__ uint4 ring4[];
   const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
   uint4* ring = ring4 + (threadIdx.x / 32) * kS * kSlot;
@@ -531,15 +507,12 @@ __global__ void layernorm_forward_staged_kernel(ForwardArgs<T> a) {
                             policy);
     wait_async(kS - 1);  // this row's group has landed
     const Pack<T>* slot = reinterpret_cast<const Pack<T>*>(ring + (k % kS) * kSlot);
-    Pack<T> px[P], pd[P];
+    Pack<T> px[P];
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      if (lane + 32 * i < a.C / Pack<T>::kN) {
-        px[i] = slot[i * 32 + lane];
-        if (a.delta != nullptr) pd[i] = slot[(P + i) * 32 + lane];
-      }
+      if (lane + 32 * i < a.C / Pack<T>::kN) px[i] = slot[i * 32 + lane];
     }
-    forward_row<T, P>(px, pd, a, row, lane);
+    forward_row<T, P>(px, a, row, lane);
   }
   wait_async(0);
 }
@@ -590,7 +563,7 @@ void launch_packed_forward(const ForwardArgs<T>& a, const ForwardShape& shape,
 template <typename T, int P, int kS>
 bool launch_staged_forward(const ForwardArgs<T>& a, int warps, cudaStream_t stream) {
   auto kernel = layernorm_forward_staged_kernel<T, P, kS>;
-  const size_t smem = size_t(warps) * kS * 2 * P * 32 * sizeof(uint4);
+  const size_t smem = size_t(warps) * kS * P * 32 * sizeof(uint4);
   if (smem > shared_memory_limit()) return false;
   allow_shared_memory(kernel, smem);
   int device = 0, sms = 0, per_sm = 0;
@@ -640,7 +613,7 @@ void launch_layernorm_forward(const ForwardArgs<T>& a, int variant, cudaStream_t
   const int lane_packs = (a.C / Pack<T>::kN + 31) / 32;
   if (lane_packs > 4) {  // wide rows: two passes over memory
     layernorm_forward_kernel<T><<<(a.N + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(
-        a.resid_out, a.out, a.mean, a.rstd, a.x, a.delta, a.w, a.b, a.N, a.C, a.ld_out);
+        a.out, a.mean, a.rstd, a.x, a.w, a.b, a.N, a.C, a.ld_out);
     RY_CUDA_LAUNCHED();
     return;
   }
@@ -760,16 +733,7 @@ const char* layernorm_forward_variant_name(int variant) {
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
                        int C, int ld_out, cudaStream_t stream, int variant) {
-  launch_layernorm_forward<T>({nullptr, out, mean, rstd, x, nullptr, w, b, N, C, ld_out}, variant,
-                              stream);
-}
-
-template <typename T>
-void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
-                                const T* delta, const T* w, const T* b, int N, int C, int ld_out,
-                                cudaStream_t stream, int variant) {
-  launch_layernorm_forward<T>({resid_out, out, mean, rstd, x, delta, w, b, N, C, ld_out}, variant,
-                              stream);
+  launch_layernorm_forward<T>({out, mean, rstd, x, w, b, N, C, ld_out}, variant, stream);
 }
 
 size_t layernorm_backward_partials(int N, int C) {
@@ -802,9 +766,6 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
 #define RY_INSTANTIATE(T)                                                                         \
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int,  \
                                      int, cudaStream_t, int);                                     \
-  template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*,         \
-                                              const T*, const T*, int, int, int, cudaStream_t,    \
-                                              int);                                               \
   template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
                                       const T*, const float*, const float*, int, int, bool, bool, \
                                       cudaStream_t, int);

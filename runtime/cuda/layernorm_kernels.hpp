@@ -1,6 +1,7 @@
 #pragma once
-// LayerNorm over the last dimension (eps 1e-5, as GPT-2), with the residual add fused in.
-// Statistics (mean, 1/std) are kept in fp32 for the backward pass.
+// LayerNorm over the last dimension (eps 1e-5, as GPT-2). Statistics (mean, 1/std) are kept in
+// fp32 for the backward pass. (The residual adds before the engine's LayerNorms are in the
+// products' epilogues: Matmul::linear_forward's residual.)
 
 #include <cuda_runtime.h>
 
@@ -31,11 +32,6 @@ template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
                        int C, int ld_out, cudaStream_t stream,
                        int variant = kLayerNormForwardVariant);
-// resid_out = x + delta, then out = LN(resid_out) * w + b: one pass over the residual stream.
-template <typename T>
-void residual_layernorm_forward(T* resid_out, T* out, float* mean, float* rstd, const T* x,
-                                const T* delta, const T* w, const T* b, int N, int C, int ld_out,
-                                cudaStream_t stream, int variant = kLayerNormForwardVariant);
 // Floats of scratch layernorm_backward needs for N rows of C (with or without dsum).
 size_t layernorm_backward_partials(int N, int C);
 

@@ -111,6 +111,34 @@ void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_
   r.check(t + " linear backward input + GELU' epilogue", gdx.download(), rgdx, tol<T>());
 }
 
+// The forward with the residual stream added in the epilogue (the attention and MLP output
+// projections: I = C and 4C, O = C): Y = X W^T + b + R against float64, R left as it was, and
+// the same bits twice.
+template <typename T>
+void check_linear_residual(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s,
+                           int I, int O) {
+  const std::string t =
+      std::string(type_name<T>()) + " linear forward + residual (I=" + std::to_string(I) + ")";
+  DevArray<T> x(size_t(N) * I), w(size_t(O) * I), b(O), res(size_t(N) * O), y(size_t(N) * O);
+  auto hx = x.upload(random_vec(rng, x.n));
+  auto hw = w.upload(random_vec(rng, w.n, 0.05f));
+  auto hb = b.upload(random_vec(rng, b.n));
+  auto hr = res.upload(random_vec(rng, res.n));
+  y.poison();
+  mm.linear_forward(y.ptr(), x.ptr(), w.ptr(), b.ptr(), N, I, O, cuda::cuda_dtype<T>(), s, nullptr,
+                    0, res.ptr());
+  std::vector<double> ry(y.n);
+  cpu::matmul_forward<double>(ry.data(), hx.data(), hw.data(), hb.data(), N, I, O);
+  for (size_t i = 0; i < ry.size(); ++i) ry[i] += hr[i];
+  const auto first = y.download();
+  r.check(t, first, ry, tol<T>());
+  r.same_bits(t + ", its residual input kept", res.download(), hr);
+  y.poison();
+  mm.linear_forward(y.ptr(), x.ptr(), w.ptr(), b.ptr(), N, I, O, cuda::cuda_dtype<T>(), s, nullptr,
+                    0, res.ptr());
+  r.same_bits(t + ", twice", y.download(), first);
+}
+
 // The engine's ln1 and ln2: rows ones_column_ld(C) apart, a ones column after the C values
 // (ones_column_kernels.hpp), which the LayerNorm forward must leave as set_ones_column wrote it.
 template <typename T>
@@ -138,36 +166,37 @@ void check_layernorm_ones_column(Report& r, const DevArray<T>& x, const DevArray
   r.same_bits(t + " ones column kept by layernorm forward", pad, pad_ref);
 }
 
-// Every kernel shape of the residual LayerNorm forward that the bench compares
+// Every kernel shape of the LayerNorm forward that the bench compares
 // (kLayerNormForwardVariant): the same bits as the engine's.
 template <typename T>
-void check_forward_variants(Report& r, const DevArray<T>& x, const DevArray<T>& delta,
-                            const DevArray<T>& w, const DevArray<T>& b, cudaStream_t s) {
-  DevArray<T> out(size_t(N) * C), resid(size_t(N) * C);
+void check_forward_variants(Report& r, const DevArray<T>& x, const DevArray<T>& w,
+                            const DevArray<T>& b, cudaStream_t s) {
+  DevArray<T> out(size_t(N) * C);
   DevArray<float> mean(N), rstd(N);
-  cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
-                                   delta.ptr(), w.ptr(), b.ptr(), N, C, C, s);
-  const auto out1 = out.download(), resid1 = resid.download();
+  cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), N, C, C,
+                          s);
+  const auto out1 = out.download(), mean1 = mean.download(), rstd1 = rstd.download();
   for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
     out.poison();
-    resid.poison();
-    cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
-                                     delta.ptr(), w.ptr(), b.ptr(), N, C, C, s, v);
-    const std::string name = std::string(type_name<T>()) +
-                             " residual + layernorm forward variant " + std::to_string(v);
+    mean.poison();
+    rstd.poison();
+    cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), N, C, C,
+                            s, v);
+    const std::string name =
+        std::string(type_name<T>()) + " layernorm forward variant " + std::to_string(v);
     r.same_bits(name, out.download(), out1);
-    r.same_bits(name + " (residual)", resid.download(), resid1);
+    r.same_bits(name + " (mean)", mean.download(), mean1);
+    r.same_bits(name + " (rstd)", rstd.download(), rstd1);
   }
 }
 
 template <typename T>
 void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   std::string t = type_name<T>();
-  DevArray<T> x(size_t(N) * C), delta(size_t(N) * C), w(C), b(C), out(size_t(N) * C),
-      resid(size_t(N) * C), dy(size_t(N) * C), dx(size_t(N) * C);
+  DevArray<T> x(size_t(N) * C), w(C), b(C), out(size_t(N) * C), dy(size_t(N) * C),
+      dx(size_t(N) * C);
   DevArray<float> mean(N), rstd(N), dw(C), db(C);
   auto hx = x.upload(random_vec(rng, x.n, 2.0f));
-  auto hd = delta.upload(random_vec(rng, delta.n));
   auto hw = w.upload(random_vec(rng, C));
   auto hb = b.upload(random_vec(rng, C));
   out.poison();
@@ -181,22 +210,9 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.check(t + " layernorm mean", mean.download(), rm, 1e-5);
   r.check(t + " layernorm rstd", rstd.download(), rr, 1e-5);
   check_layernorm_ones_column<T>(r, x, w, b, ro, s);
+  check_forward_variants<T>(r, x, w, b, s);
 
-  out.poison();
-  resid.poison();
-  cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
-                                   delta.ptr(), w.ptr(), b.ptr(), N, C, C, s);
-  std::vector<double> rres(resid.n);
-  for (size_t i = 0; i < rres.size(); ++i) rres[i] = round_to<T>(float(hx[i] + hd[i]));
-  cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), rres.data(), hw.data(), hb.data(),
-                                 N, C);
-  r.check(t + " residual add", resid.download(), rres, 1e-7);
-  r.check(t + " residual + layernorm forward", out.download(), ro, tol<T>());
-  check_forward_variants<T>(r, x, delta, w, b, s);
-
-  // Backward against the statistics of the plain forward on x.
-  cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
-                                 N, C);
+  // Backward against the statistics of the forward on x.
   DevArray<float> dmean(N), drstd(N);
   dmean.upload(to_float(rm));
   drstd.upload(to_float(rr));
@@ -772,6 +788,8 @@ void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm
 template <typename T>
 void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
   check_linear<T>(r, rng, mm, s);
+  check_linear_residual<T>(r, rng, mm, s, C, C);      // attention projection
+  check_linear_residual<T>(r, rng, mm, s, 4 * C, C);  // fc2
   check_layernorm<T>(r, rng, s);
   check_layernorm_column_sums<T>(r, rng, s, N, C);  // C = 192: one or two packs per lane
   // GPT-2's: 132 blocks of 48 or 49 rows, 6 or 7 rows per warp (bf16; fp32 wide rows).
