@@ -1,6 +1,7 @@
 // The step's memory-bound LayerNorm and embedding kernels alone (issue 12, bench/NOTES.md):
 // LayerNorm (runtime/cuda/layernorm_kernels.cu) at GPT-2's rows, 16384 x 768 bf16: the forward
-// with the residual add, its output rows 776 apart (the ones column), and the backward in the
+// with the residual add and plain (one input: the step's once the residual add is in the
+// products' epilogue), its output rows 776 apart (the ones column), and the backward in the
 // three ways the step calls it (dx added to the residual gradient with the projection bias's
 // column sums: 23 layers' ln1/ln2; dx overwritten: ln_f; no column sums: layer 0's ln1); and
 // the embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257,
@@ -306,76 +307,99 @@ json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s,
   return report_verdicts(name, who, us, bytes, verdicts);
 }
 
-// The residual LayerNorm forward's outputs: the sum, the normalised rows (776 apart, as the
-// step stores them for the ones column), the statistics.
+// The LayerNorm forward's outputs: the sum (the residual forward's only), the normalised rows
+// (776 apart, as the step stores them for the ones column), the statistics.
 struct ForwardOutputs {
   DeviceBuffer resid, out, mean, rstd;
   explicit ForwardOutputs(size_t nc)
       : resid(nc * 2), out(size_t(kRows) * kLdOut * 2), mean(kRows * 4), rstd(kRows * 4) {
     RY_CUDA(cudaMemset(out.as<void>(), 0, out.bytes()));  // columns past C: never written
   }
-  std::vector<std::vector<float>> host() const {
-    return {rb::download_floats(resid.as<void>(), size_t(kRows) * kC, true),
-            rb::download_floats(out.as<void>(), size_t(kRows) * kLdOut, true),
-            rb::download_floats(mean.as<void>(), kRows, false),
-            rb::download_floats(rstd.as<void>(), kRows, false)};
+  std::vector<std::vector<float>> host(bool residual) const {
+    std::vector<std::vector<float>> h = {
+        rb::download_floats(out.as<void>(), size_t(kRows) * kLdOut, true),
+        rb::download_floats(mean.as<void>(), kRows, false),
+        rb::download_floats(rstd.as<void>(), kRows, false)};
+    if (residual) h.push_back(rb::download_floats(resid.as<void>(), size_t(kRows) * kC, true));
+    return h;
   }
 };
 
 // Each forward contender's verdict (from its last timed run, then once more for the bits).
 std::vector<Verdict> forward_verdicts(const std::vector<Contender>& cs,
                                       const std::vector<ForwardOutputs>& outs,
-                                      const rb::ForwardFloat64& ref) {
-  const std::vector<bool> types = {true, true, false, false};
+                                      const rb::ForwardFloat64& ref, bool residual) {
+  const std::vector<bool> types = {true, false, false, true};
   std::vector<Verdict> v(cs.size());
-  const auto before = outs[0].host();
+  const auto before = outs[0].host(residual);
   for (size_t k = 0; k < cs.size(); ++k) {
-    const auto first = outs[k].host();
-    v[k].errors = {rb::relative_error(first[0], ref.resid, kRows, kC, kC),
-                   rb::relative_error(first[1], ref.out, kRows, kC, kLdOut),
-                   rb::relative_error(first[2], ref.mean, 1, kRows, kRows),
-                   rb::relative_error(first[3], ref.rstd, 1, kRows, kRows)};
+    const auto first = outs[k].host(residual);
+    v[k].errors = {rb::relative_error(first[0], ref.out, kRows, kC, kLdOut),
+                   rb::relative_error(first[1], ref.mean, 1, kRows, kRows),
+                   rb::relative_error(first[2], ref.rstd, 1, kRows, kRows)};
+    if (residual) v[k].errors.push_back(rb::relative_error(first[3], ref.resid, kRows, kC, kC));
     cs[k].run();
-    v[k].twice = same_bits(outs[k].host(), first);
+    v[k].twice = same_bits(outs[k].host(residual), first);
     v[k].as_before = same_bits(first, before);
     v[k].ok = v[k].twice && within_tolerance(v[k].errors, types);
   }
   return v;
 }
 
-// The residual add and LayerNorm forward of 16384 x 768 bf16 rows, out at row stride 776: the
-// kernel before (2877015) and each variant of the engine's residual_layernorm_forward.
-json forward_case(const Options& o, cudaStream_t s, bool& all_ok) {
+// One forward contender: the kernel before (2877015; plain: its kernel without delta) or the
+// engine's variant v, on the bench's inputs into `f`.
+std::function<void()> forward_run(const LayerNormInputs& in, ForwardOutputs& f, bool residual,
+                                  int v, cudaStream_t s) {
+  return [&in, &f, residual, v, s] {
+    const bf16* delta = residual ? in.delta.as<bf16>() : nullptr;
+    bf16* resid = residual ? f.resid.as<bf16>() : nullptr;
+    if (v < 0) {
+      rb::reference_residual_layernorm_forward(resid, f.out.as<bf16>(), f.mean.as<float>(),
+                                               f.rstd.as<float>(), in.x.as<bf16>(), delta,
+                                               in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut,
+                                               s);
+    } else if (residual) {
+      rc::residual_layernorm_forward(resid, f.out.as<bf16>(), f.mean.as<float>(),
+                                     f.rstd.as<float>(), in.x.as<bf16>(), delta, in.w.as<bf16>(),
+                                     in.b.as<bf16>(), kRows, kC, kLdOut, s, v);
+    } else {
+      rc::layernorm_forward(f.out.as<bf16>(), f.mean.as<float>(), f.rstd.as<float>(),
+                            in.x.as<bf16>(), in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut,
+                            s, v);
+    }
+  };
+}
+
+// The LayerNorm forward of 16384 x 768 bf16 rows, out at row stride 776, with the residual add
+// (x + delta stored and normalised) or plain (x normalised): the kernel before (2877015) and
+// each variant of the engine's residual_layernorm_forward or layernorm_forward.
+json forward_case(bool residual, const Options& o, cudaStream_t s, bool& all_ok) {
   const size_t nc = size_t(kRows) * kC;
   const LayerNormInputs in(nc, s);
   std::vector<ForwardOutputs> outs;
   for (int k = 0; k <= rc::kLayerNormForwardVariants; ++k) outs.emplace_back(nc);
-  auto args = [&](ForwardOutputs& f) {
-    return std::make_tuple(f.resid.as<bf16>(), f.out.as<bf16>(), f.mean.as<float>(),
-                           f.rstd.as<float>(), in.x.as<bf16>(), in.delta.as<bf16>(),
-                           in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut, s);
-  };
-  std::vector<Contender> cs = {
-      {[] {}, [&] { std::apply(rb::reference_residual_layernorm_forward, args(outs[0])); }}};
+  std::vector<Contender> cs = {{[] {}, forward_run(in, outs[0], residual, -1, s)}};
   std::vector<std::string> who = {"before (2877015)"};
   for (int v = 0; v < rc::kLayerNormForwardVariants; ++v) {
-    cs.push_back({[] {}, [&, v] {
-                    std::apply([&](auto... a) { rc::residual_layernorm_forward<bf16>(a..., v); },
-                               args(outs[v + 1]));
-                  }});
+    cs.push_back({[] {}, forward_run(in, outs[v + 1], residual, v, s)});
     who.push_back(std::string(v == rc::kLayerNormForwardVariant ? "engine: " : "") +
                   rc::layernorm_forward_variant_name(v));
   }
   const auto us = time_rounds(cs, o, s);
+  // x + 0 is x: the plain forward's float64 is the residual one's with delta zero.
+  const std::vector<float> delta =
+      residual ? rb::download_floats(in.delta.as<void>(), nc, true) : std::vector<float>(nc, 0.0f);
   const rb::ForwardFloat64 ref = rb::layernorm_forward_float64(
-      rb::download_floats(in.x.as<void>(), nc, true), rb::download_floats(in.delta.as<void>(), nc, true),
+      rb::download_floats(in.x.as<void>(), nc, true), delta,
       rb::download_floats(in.w.as<void>(), kC, true), rb::download_floats(in.b.as<void>(), kC, true),
       kRows, kC);
-  const auto verdicts = forward_verdicts(cs, outs, ref);
+  const auto verdicts = forward_verdicts(cs, outs, ref, residual);
   for (const Verdict& v : verdicts) all_ok = all_ok && v.ok;
-  // Bytes: x and delta read, the sum and the normalised rows written, the statistics.
-  const double bytes = 4.0 * nc * 2 + kRows * 8.0;
-  return report_verdicts("layernorm forward (residual), out ld 776", who, us, bytes, verdicts);
+  // Bytes: x (and delta) read, the normalised rows (and the sum) written, the statistics.
+  const double bytes = (residual ? 4.0 : 2.0) * nc * 2 + kRows * 8.0;
+  return report_verdicts(std::string("layernorm forward (") + (residual ? "residual" : "plain") +
+                             "), out ld 776",
+                         who, us, bytes, verdicts);
 }
 
 // GPT-2-like token ids: rank r (id r) drawn with weight 1 / (r + 1), so the commonest id fills
@@ -457,8 +481,8 @@ int main(int argc, char** argv) try {
   out["warmup"] = o.warmup;
   out["reps"] = o.reps;
   std::printf("(err64: largest error against float64 over the largest value; backward: dx dw db "
-              "[dsum], forward: resid out mean rstd)\n");
-  out["layernorm_forward"] = {forward_case(o, s, all_ok)};
+              "[dsum], forward: out mean rstd [resid])\n");
+  out["layernorm_forward"] = {forward_case(true, o, s, all_ok), forward_case(false, o, s, all_ok)};
   out["layernorm_backward"] = {layernorm_case(true, true, o, s, all_ok),
                                layernorm_case(false, true, o, s, all_ok),
                                layernorm_case(true, false, o, s, all_ok)};

@@ -138,25 +138,45 @@ void check_layernorm_ones_column(Report& r, const DevArray<T>& x, const DevArray
   r.same_bits(t + " ones column kept by layernorm forward", pad, pad_ref);
 }
 
-// Every kernel shape of the residual LayerNorm forward that the bench compares
-// (kLayerNormForwardVariant): the same bits as the engine's.
+// Every kernel shape of the LayerNorm forward that the bench compares (kLayerNormForwardVariant),
+// with the residual add and plain, at rows x cols: the same bits as the engine's (whose values
+// check_layernorm checks against float64).
 template <typename T>
-void check_forward_variants(Report& r, const DevArray<T>& x, const DevArray<T>& delta,
-                            const DevArray<T>& w, const DevArray<T>& b, cudaStream_t s) {
-  DevArray<T> out(size_t(N) * C), resid(size_t(N) * C);
-  DevArray<float> mean(N), rstd(N);
-  cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
-                                   delta.ptr(), w.ptr(), b.ptr(), N, C, C, s);
-  const auto out1 = out.download(), resid1 = resid.download();
-  for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
-    out.poison();
-    resid.poison();
-    cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
-                                     delta.ptr(), w.ptr(), b.ptr(), N, C, C, s, v);
-    const std::string name = std::string(type_name<T>()) +
-                             " residual + layernorm forward variant " + std::to_string(v);
-    r.same_bits(name, out.download(), out1);
-    r.same_bits(name + " (residual)", resid.download(), resid1);
+void check_forward_variants(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int cols) {
+  const size_t n = size_t(rows) * cols;
+  DevArray<T> x(n), delta(n), w(cols), b(cols), out(n), resid(n);
+  DevArray<float> mean(rows), rstd(rows);
+  x.upload(random_vec(rng, n, 2.0f));
+  delta.upload(random_vec(rng, n));
+  w.upload(random_vec(rng, cols));
+  b.upload(random_vec(rng, cols));
+  for (const bool residual : {true, false}) {
+    auto run = [&](int v) {
+      for (auto* a : {&out, &resid}) a->poison();
+      mean.poison();
+      rstd.poison();
+      if (residual) {
+        cuda::residual_layernorm_forward(resid.ptr(), out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(),
+                                         delta.ptr(), w.ptr(), b.ptr(), rows, cols, cols, s, v);
+      } else {
+        cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), rows,
+                                cols, cols, s, v);
+      }
+      return std::vector<std::vector<double>>{out.download(), mean.download(), rstd.download(),
+                                              resid.download()};
+    };
+    const auto engine = run(cuda::kLayerNormForwardVariant);
+    for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
+      if (v == cuda::kLayerNormForwardVariant) continue;
+      const auto got = run(v);
+      const std::string name = std::string(type_name<T>()) + " C=" + std::to_string(cols) +
+                               (residual ? " residual +" : "") + " layernorm forward variant " +
+                               std::to_string(v);
+      r.same_bits(name, got[0], engine[0]);
+      r.same_bits(name + " (mean)", got[1], engine[1]);
+      r.same_bits(name + " (rstd)", got[2], engine[2]);
+      if (residual) r.same_bits(name + " (residual)", got[3], engine[3]);
+    }
   }
 }
 
@@ -192,7 +212,6 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
                                  N, C);
   r.check(t + " residual add", resid.download(), rres, 1e-7);
   r.check(t + " residual + layernorm forward", out.download(), ro, tol<T>());
-  check_forward_variants<T>(r, x, delta, w, b, s);
 
   // Backward against the statistics of the plain forward on x.
   cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
@@ -784,8 +803,14 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
+  // The forward's other kernel shapes: one or two packs a lane, and GPT-2's rows (bf16 three
+  // packs a lane: on an H100/H200 each warp of the ring kernel takes 2 to 4 rows, an odd count
+  // on some, so that the ring's last round holds one row).
+  check_forward_variants<T>(r, rng, s, N, C);
+  check_forward_variants<T>(r, rng, s, 2 * 3168 + 37, 768);
   // The backward's other kernel shapes (the bench's variants) at GPT-2's rows and at four packs
-  // per lane (bf16 C = 1000: 12 warps x 3 rows exceeds 227 KiB and takes the wide-row kernel).
+  // per lane (bf16 C = 1000: 16 warps x 2 rows is staged, the others exceed 227 KiB and take the
+  // wide-row kernel).
   for (int v = 0; v < cuda::kLayerNormBackwardVariants; ++v) {
     if (v == cuda::kLayerNormBackwardVariant) continue;
     check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768, v);
