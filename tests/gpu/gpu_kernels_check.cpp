@@ -803,10 +803,13 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
-  // The forward's other kernel shapes: one or two packs a lane, and GPT-2's rows (bf16 three
-  // packs a lane: on an H100/H200 each warp of the ring kernel takes 2 to 4 rows, an odd count
-  // on some, so that the ring's last round holds one row).
+  // The forward's other kernel shapes: one to four packs a lane (C = 1000: bf16's last on 29
+  // of 32 lanes), and GPT-2's rows (bf16 three packs a lane: on an H100/H200 each warp of the
+  // ring kernel takes 2 to 4 rows, an odd count on some, so that the ring's last round holds
+  // one row).
   check_forward_variants<T>(r, rng, s, N, C);
+  check_forward_variants<T>(r, rng, s, N, 512);
+  check_forward_variants<T>(r, rng, s, 37, 1000);
   check_forward_variants<T>(r, rng, s, 2 * 3168 + 37, 768);
   // The backward's other kernel shapes (the bench's variants) at GPT-2's rows and at four packs
   // per lane (bf16 C = 1000: 16 warps x 2 rows is staged, the others exceed 227 KiB and take the
