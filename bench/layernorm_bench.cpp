@@ -1,7 +1,7 @@
 // The step's memory-bound LayerNorm and embedding kernels alone (issue 12, bench/NOTES.md):
 // LayerNorm (runtime/cuda/layernorm_kernels.cu) at GPT-2's rows, 16384 x 768 bf16: the forward
-// (the residual add is in the products' epilogues), its output rows 776 apart (the ones
-// column), and the backward in the three ways the step calls it (dx added to the residual
+// (one input: the residual add is in the products' epilogues), its output rows 776 apart (the
+// ones column), and the backward in the three ways the step calls it (dx added to the residual
 // gradient with the projection bias's column sums: 23 layers' ln1/ln2; dx overwritten: ln_f; no
 // column sums: layer 0's ln1); and
 // the embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257,
@@ -339,26 +339,34 @@ std::vector<Verdict> forward_verdicts(const std::vector<Contender>& cs,
   return v;
 }
 
-// The LayerNorm forward of 16384 x 768 bf16 rows, out at row stride 776 (the residual add is in
-// the products' epilogues since issue 12's residual change): the kernel before (2877015) and
-// each variant of the engine's layernorm_forward.
+// One forward contender: the kernel before (2877015, without its residual add) or the engine's
+// variant v, on the bench's inputs into `f`.
+std::function<void()> forward_run(const LayerNormInputs& in, ForwardOutputs& f, int v,
+                                  cudaStream_t s) {
+  return [&in, &f, v, s] {
+    if (v < 0) {
+      rb::reference_layernorm_forward(f.out.as<bf16>(), f.mean.as<float>(), f.rstd.as<float>(),
+                                      in.x.as<bf16>(), in.w.as<bf16>(), in.b.as<bf16>(), kRows,
+                                      kC, kLdOut, s);
+    } else {
+      rc::layernorm_forward(f.out.as<bf16>(), f.mean.as<float>(), f.rstd.as<float>(),
+                            in.x.as<bf16>(), in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut,
+                            s, v);
+    }
+  };
+}
+
+// The LayerNorm forward of 16384 x 768 bf16 rows, out at row stride 776 (the step's residual
+// adds are in the products' epilogues): the kernel before (2877015) and each variant of the
+// engine's layernorm_forward.
 json forward_case(const Options& o, cudaStream_t s, bool& all_ok) {
   const size_t nc = size_t(kRows) * kC;
   const LayerNormInputs in(nc, s);
   std::vector<ForwardOutputs> outs(rc::kLayerNormForwardVariants + 1);
-  auto args = [&](ForwardOutputs& f) {
-    return std::make_tuple(f.out.as<bf16>(), f.mean.as<float>(), f.rstd.as<float>(),
-                           in.x.as<bf16>(), in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut,
-                           s);
-  };
-  std::vector<Contender> cs = {
-      {[] {}, [&] { std::apply(rb::reference_layernorm_forward, args(outs[0])); }}};
+  std::vector<Contender> cs = {{[] {}, forward_run(in, outs[0], -1, s)}};
   std::vector<std::string> who = {"before (2877015)"};
   for (int v = 0; v < rc::kLayerNormForwardVariants; ++v) {
-    cs.push_back({[] {}, [&, v] {
-                    std::apply([&](auto... a) { rc::layernorm_forward<bf16>(a..., v); },
-                               args(outs[v + 1]));
-                  }});
+    cs.push_back({[] {}, forward_run(in, outs[v + 1], v, s)});
     who.push_back(std::string(v == rc::kLayerNormForwardVariant ? "engine: " : "") +
                   rc::layernorm_forward_variant_name(v));
   }
@@ -370,7 +378,7 @@ json forward_case(const Options& o, cudaStream_t s, bool& all_ok) {
   for (const Verdict& v : verdicts) all_ok = all_ok && v.ok;
   // Bytes: x read, the normalised rows written, the statistics.
   const double bytes = 2.0 * nc * 2 + kRows * 8.0;
-  return report_verdicts("layernorm forward, out ld 776", who, us, bytes, verdicts);
+  return report_verdicts("layernorm forward (plain), out ld 776", who, us, bytes, verdicts);
 }
 
 // GPT-2-like token ids: rank r (id r) drawn with weight 1 / (r + 1), so the commonest id fills

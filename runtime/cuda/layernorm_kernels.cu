@@ -447,74 +447,70 @@ __device__ __forceinline__ void forward_row(const Pack<T> (&px)[P], const Forwar
   }
 }
 
-// The forward with rows held in registers (each lane at most P packs), read once: a warp takes
-// R adjacent rows and issues the loads of all of them before it reduces any, R rows in flight.
-template <typename T, int P, int R>
+// The forward with a row a warp held in registers (each lane at most P packs), read once.
+template <typename T, int P>
 __global__ void layernorm_forward_packed_kernel(ForwardArgs<T> a) {
   constexpr int kN = Pack<T>::kN;
-  const int lane = threadIdx.x % 32;
-  const int row0 = (blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) * R;
-  Pack<T> px[R][P];
+  const int lane = threadIdx.x % 32, row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= a.N) return;
+  Pack<T> px[P];
 #pragma unroll
-  for (int j = 0; j < R; ++j) {
+  for (int i = 0; i < P; ++i) {
+    const int q = lane + 32 * i;
+    if (q < a.C / kN) px[i] = load_pack(a.x + size_t(row) * a.C + q * kN);
+  }
+  forward_row<T, P>(px, a, row, lane);
+}
+
+// Issues the loads of the lane's packs of `row` (none from N on) into raw words. Raw, as
+// RowLoads: half the registers of a Pack of bf16.
+template <typename T, int P>
+__device__ __forceinline__ void load_forward_row(uint4 (&x)[P], const ForwardArgs<T>& a, int row,
+                                                 int lane) {
+  constexpr int kN = Pack<T>::kN;
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int q = lane + 32 * i;
-      if (row0 + j < a.N && q < a.C / kN) px[j][i] = load_pack(a.x + size_t(row0 + j) * a.C + q * kN);
+  for (int i = 0; i < P; ++i) {
+    const int q = lane + 32 * i;
+    if (row < a.N && q < a.C / kN) {
+      x[i] = *reinterpret_cast<const uint4*>(a.x + size_t(row) * a.C + size_t(q) * kN);
     }
   }
-#pragma unroll
-  for (int j = 0; j < R; ++j) {
-    if (row0 + j < a.N) forward_row<T, P>(px[j], a, row0 + j, lane);
-  }
 }
-// Starts the copies of the lane's packs of `row` (none from N on) into `slot`, one group.
+
+// Raw words as packs, for forward_row.
 template <typename T, int P>
-__device__ __forceinline__ void stage_forward_row(uint4* slot, const ForwardArgs<T>& a, int row,
-                                                  int lane, unsigned long long policy) {
-  constexpr int kN = Pack<T>::kN;
-  if (row < a.N) {
+__device__ __forceinline__ void words_to_packs(Pack<T> (&p)[P], const uint4 (&w)[P]) {
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int q = lane + 32 * i;
-      if (q < a.C / kN) {
-        copy_async16_hinted(slot + i * 32 + lane, a.x + size_t(row) * a.C + size_t(q) * kN, policy);
+  for (int i = 0; i < P; ++i) memcpy(&p[i], &w[i], sizeof(uint4));
+}
+
+// The forward with R rows in flight a warp, in registers as raw words: warp g of the grid's G
+// (as many blocks as are resident at once) walks rows g, g + G, ...; the loads of the row R - 1
+// ahead are issued before a row is normalised, into the words that the row before it left. At
+// most 3 packs a lane, its rows fit 80 registers, three blocks a multiprocessor (the packed
+// kernel: 58 registers, a row a warp, 32 warps). The same arithmetic as the packed kernel a row:
+// its bits.
+template <typename T, int P, int R>
+__global__ void __launch_bounds__(kWarps * 32, P > 3 ? 2 : 3)
+    layernorm_forward_ring_kernel(ForwardArgs<T> a) {
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int stride = gridDim.x * warps, first = blockIdx.x * warps + threadIdx.x / 32;
+  uint4 rx[R][P];
+#pragma unroll
+  for (int k = 0; k < R - 1; ++k) load_forward_row<T, P>(rx[k], a, first + k * stride, lane);
+  for (int row = first; row < a.N; row += R * stride) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      constexpr int kAhead = R - 1;
+      const int next = (j + kAhead) % R;
+      load_forward_row<T, P>(rx[next], a, row + (j + kAhead) * stride, lane);
+      if (row + j * stride < a.N) {
+        Pack<T> px[P];
+        words_to_packs<T, P>(px, rx[j]);
+        forward_row<T, P>(px, a, row + j * stride, lane);
       }
     }
   }
-  commit_async();
-}
-
-// The forward with rows staged in shared memory: warp g of the grid's G walks rows g, g + G,
-// ...; each lane copies its packs of x into a ring of kS slots of its warp (cp.async,
-// as the backward: kS rows in flight per warp without registers, a lane reading back only what
-// it copied), then normalises the row from there. Inputs are read once: evict-first in L2.
-template <typename T, int P, int kS>
-__global__ void layernorm_forward_staged_kernel(ForwardArgs<T> a) {
-  constexpr int kSlot = P * 32;  // uint4s: x [P][32 lanes]
-  extern __shared__ uint4 ring4[];
-  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  uint4* ring = ring4 + (threadIdx.x / 32) * kS * kSlot;
-  const int stride = gridDim.x * warps, first = blockIdx.x * warps + threadIdx.x / 32;
-  const unsigned long long policy = evict_first_policy();
-#pragma unroll
-  for (int k = 0; k < kS - 1; ++k) {
-    stage_forward_row<T, P>(ring + k * kSlot, a, first + k * stride, lane, policy);
-  }
-  int k = 0;
-  for (int row = first; row < a.N; row += stride, ++k) {
-    stage_forward_row<T, P>(ring + ((k + kS - 1) % kS) * kSlot, a, row + (kS - 1) * stride, lane,
-                            policy);
-    wait_async(kS - 1);  // this row's group has landed
-    const Pack<T>* slot = reinterpret_cast<const Pack<T>*>(ring + (k % kS) * kSlot);
-    Pack<T> px[P];
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      if (lane + 32 * i < a.C / Pack<T>::kN) px[i] = slot[i * 32 + lane];
-    }
-    forward_row<T, P>(px, a, row, lane);
-  }
-  wait_async(0);
 }
 
 // Calls f(std::integral_constant<int, P>{}) for P = packs per lane, 1 to 4.
@@ -532,67 +528,46 @@ auto with_lane_packs(int packs, F&& f) {
   }
 }
 
-// The forward's shapes (kLayerNormForwardVariant): packed (stages 0; rows a warp a template
-// parameter) or staged (rows in flight per warp), warps a block. Variant 0 is the kernel before
-// issue 12's third LayerNorm change.
-struct ForwardShape {
-  int rows, stages, warps;
-  const char* name;
-};
-constexpr ForwardShape kForwardShapes[kLayerNormForwardVariants] = {
-    {1, 0, 8, "packed, 1 row a warp, 8 warps"},
-    {2, 0, 8, "packed, 2 rows a warp, 8 warps"},
-    {1, 3, 8, "staged, 8 warps x 3 rows"},
-    {1, 4, 8, "staged, 8 warps x 4 rows"}};
+// The forward's shapes (kLayerNormForwardVariant): 0 is the kernel before issue 12's third
+// LayerNorm change.
+constexpr int kForwardRing = 2;  // the ring kernel's rows in flight a warp
+constexpr const char* kForwardNames[kLayerNormForwardVariants] = {
+    "packed, 1 row a warp, 8 warps", "register ring, 8 warps x 2 rows"};
 
-// The packed forward at the variant's rows a warp.
+// The ring forward, as many blocks as are resident at once (fewer for few rows).
 template <typename T, int P>
-void launch_packed_forward(const ForwardArgs<T>& a, const ForwardShape& shape,
-                           cudaStream_t stream) {
-  const int rows = shape.warps * shape.rows, blocks = (a.N + rows - 1) / rows;
-  if (shape.rows == 2) {
-    layernorm_forward_packed_kernel<T, P, 2><<<blocks, shape.warps * 32, 0, stream>>>(a);
-  } else {
-    layernorm_forward_packed_kernel<T, P, 1><<<blocks, shape.warps * 32, 0, stream>>>(a);
-  }
-  RY_CUDA_LAUNCHED();
-}
-
-// The staged forward, as many blocks as are resident at once (fewer for few rows); false where
-// its rings do not fit a multiprocessor (the caller then takes the packed kernel).
-template <typename T, int P, int kS>
-bool launch_staged_forward(const ForwardArgs<T>& a, int warps, cudaStream_t stream) {
-  auto kernel = layernorm_forward_staged_kernel<T, P, kS>;
-  const size_t smem = size_t(warps) * kS * P * 32 * sizeof(uint4);
-  if (smem > shared_memory_limit()) return false;
-  allow_shared_memory(kernel, smem);
+void launch_ring_forward(const ForwardArgs<T>& a, cudaStream_t stream) {
+  auto kernel = layernorm_forward_ring_kernel<T, P, kForwardRing>;
   int device = 0, sms = 0, per_sm = 0;
   RY_CUDA(cudaGetDevice(&device));
   RY_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem));
-  const int blocks = std::max(1, std::min(per_sm * sms, (a.N + warps - 1) / warps));
-  kernel<<<blocks, warps * 32, smem, stream>>>(a);
+  RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0));
+  const int needed = (a.N + kWarps - 1) / kWarps;
+  const int blocks = std::max(1, std::min(per_sm * sms, needed));
+  kernel<<<blocks, kWarps * 32, 0, stream>>>(a);
   RY_CUDA_LAUNCHED();
-  return true;
 }
 
 // The staged backward's shapes (kLayerNormBackwardVariant): warps a block, rows in flight per
-// warp (slots of its ring). Shared memory at bf16 C = 768: 155, 174 and 193 KiB (at C = 1024
-// 204 KiB, 229 and 250: the last two take the wide-row kernel on an H100/H200's 227 KiB).
+// warp (slots of its ring). Shared memory at bf16 C = 768 (3 packs a lane, 4864-byte slots, w
+// 3 KiB): 174, 155 and 202.5 KiB; at C = 1000 (4 packs, 6400-byte slots) 229, 204 and 266.5
+// KiB: the first and the last take the wide-row kernel on an H100/H200's 227 KiB. Registers a
+// thread: 168 at most with 12 warps (3 a scheduler), 128 with 14 or 16 (4): at C = 768 with
+// column sums the latter spill 32 bytes.
 template <typename F>
 auto with_backward_shape(int variant, F&& f) {
   using std::integral_constant;
   switch (variant) {
     case 1:
-      return f(integral_constant<int, 12>{}, integral_constant<int, 3>{});
+      return f(integral_constant<int, 16>{}, integral_constant<int, 2>{});
     case 2:
-      return f(integral_constant<int, 8>{}, integral_constant<int, 5>{});
+      return f(integral_constant<int, 14>{}, integral_constant<int, 3>{});
     default:
-      return f(integral_constant<int, 8>{}, integral_constant<int, 4>{});
+      return f(integral_constant<int, 12>{}, integral_constant<int, 3>{});
   }
 }
 constexpr const char* kBackwardNames[kLayerNormBackwardVariants] = {
-    "staged, 8 warps x 4 rows", "staged, 12 warps x 3 rows", "staged, 8 warps x 5 rows"};
+    "staged, 12 warps x 3 rows", "staged, 16 warps x 2 rows", "staged, 14 warps x 3 rows"};
 
 void check_variant(int variant, int count, const char* what) {
   if (variant < 0 || variant >= count) {
@@ -617,13 +592,15 @@ void launch_layernorm_forward(const ForwardArgs<T>& a, int variant, cudaStream_t
     RY_CUDA_LAUNCHED();
     return;
   }
-  const ForwardShape& shape = kForwardShapes[variant];
   with_lane_packs(lane_packs, [&](auto p) {
     constexpr int P = decltype(p)::value;
-    bool staged = false;
-    if (shape.stages == 3) staged = launch_staged_forward<T, P, 3>(a, shape.warps, stream);
-    if (shape.stages == 4) staged = launch_staged_forward<T, P, 4>(a, shape.warps, stream);
-    if (!staged) launch_packed_forward<T, P>(a, shape.stages == 0 ? shape : kForwardShapes[0], stream);
+    if (variant == 0) {
+      const int blocks = (a.N + kWarps - 1) / kWarps;
+      layernorm_forward_packed_kernel<T, P><<<blocks, kWarps * 32, 0, stream>>>(a);
+      RY_CUDA_LAUNCHED();
+    } else {
+      launch_ring_forward<T, P>(a, stream);
+    }
   });
 }
 
@@ -727,7 +704,7 @@ const char* layernorm_backward_variant_name(int variant) {
 
 const char* layernorm_forward_variant_name(int variant) {
   check_variant(variant, kLayerNormForwardVariants, "layernorm_forward_variant_name");
-  return kForwardShapes[variant].name;
+  return kForwardNames[variant];
 }
 
 template <typename T>

@@ -16,13 +16,12 @@ inline constexpr float kLayerNormEps = 1e-5f;
 // set the index of the bench's fastest row (its names are layernorm_*_variant_name's). Every
 // variant gives the same bits every run; backward variants differ from each other in the order
 // of the dw, db and column sums (warps a block), forward variants not at all.
-// Backward: rows staged in shared memory, warps a block x rows in flight a warp: 0 8 x 4 (the
-// kernel before's order of sums: its bits), 1 12 x 3 (three warps a scheduler to issue the
-// arithmetic), 2 8 x 5.
-inline constexpr int kLayerNormBackwardVariants = 3, kLayerNormBackwardVariant = 1;
-// Forward: 0 packed, a row a warp in registers, 8 warps (the kernel before); 1 packed, 2 rows a
-// warp; 2 staged in shared memory, 8 warps x 3 rows in flight a warp; 3 staged, 8 x 4.
-inline constexpr int kLayerNormForwardVariants = 4, kLayerNormForwardVariant = 3;
+// Backward: rows staged in shared memory, warps a block x rows in flight a warp: 0 12 x 3
+// (three warps a scheduler to issue the arithmetic), 1 16 x 2 (four), 2 14 x 3.
+inline constexpr int kLayerNormBackwardVariants = 3, kLayerNormBackwardVariant = 0;
+// Forward: 0 packed, a row a warp in registers, 8 warps (the kernel before); 1 a ring of 2 rows
+// in flight a warp in registers, as many 8-warp blocks as are resident.
+inline constexpr int kLayerNormForwardVariants = 2, kLayerNormForwardVariant = 0;
 const char* layernorm_backward_variant_name(int variant);
 const char* layernorm_forward_variant_name(int variant);
 

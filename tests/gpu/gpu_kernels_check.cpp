@@ -166,27 +166,34 @@ void check_layernorm_ones_column(Report& r, const DevArray<T>& x, const DevArray
   r.same_bits(t + " ones column kept by layernorm forward", pad, pad_ref);
 }
 
-// Every kernel shape of the LayerNorm forward that the bench compares
-// (kLayerNormForwardVariant): the same bits as the engine's.
+// Every kernel shape of the LayerNorm forward that the bench compares (kLayerNormForwardVariant)
+// at rows x cols: the same bits as the engine's (whose values check_layernorm checks against
+// float64).
 template <typename T>
-void check_forward_variants(Report& r, const DevArray<T>& x, const DevArray<T>& w,
-                            const DevArray<T>& b, cudaStream_t s) {
-  DevArray<T> out(size_t(N) * C);
-  DevArray<float> mean(N), rstd(N);
-  cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), N, C, C,
-                          s);
-  const auto out1 = out.download(), mean1 = mean.download(), rstd1 = rstd.download();
-  for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
+void check_forward_variants(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int cols) {
+  const size_t n = size_t(rows) * cols;
+  DevArray<T> x(n), w(cols), b(cols), out(n);
+  DevArray<float> mean(rows), rstd(rows);
+  x.upload(random_vec(rng, n, 2.0f));
+  w.upload(random_vec(rng, cols));
+  b.upload(random_vec(rng, cols));
+  auto run = [&](int v) {
     out.poison();
     mean.poison();
     rstd.poison();
-    cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), N, C, C,
-                            s, v);
-    const std::string name =
-        std::string(type_name<T>()) + " layernorm forward variant " + std::to_string(v);
-    r.same_bits(name, out.download(), out1);
-    r.same_bits(name + " (mean)", mean.download(), mean1);
-    r.same_bits(name + " (rstd)", rstd.download(), rstd1);
+    cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), rows,
+                            cols, cols, s, v);
+    return std::vector<std::vector<double>>{out.download(), mean.download(), rstd.download()};
+  };
+  const auto engine = run(cuda::kLayerNormForwardVariant);
+  for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
+    if (v == cuda::kLayerNormForwardVariant) continue;
+    const auto got = run(v);
+    const std::string name = std::string(type_name<T>()) + " C=" + std::to_string(cols) +
+                             " layernorm forward variant " + std::to_string(v);
+    r.same_bits(name, got[0], engine[0]);
+    r.same_bits(name + " (mean)", got[1], engine[1]);
+    r.same_bits(name + " (rstd)", got[2], engine[2]);
   }
 }
 
@@ -210,7 +217,6 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.check(t + " layernorm mean", mean.download(), rm, 1e-5);
   r.check(t + " layernorm rstd", rstd.download(), rr, 1e-5);
   check_layernorm_ones_column<T>(r, x, w, b, ro, s);
-  check_forward_variants<T>(r, x, w, b, s);
 
   // Backward against the statistics of the forward on x.
   DevArray<float> dmean(N), drstd(N);
@@ -802,8 +808,17 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
+  // The forward's other kernel shapes: one to four packs a lane (C = 1000: bf16's last on 29
+  // of 32 lanes), and GPT-2's rows (bf16 three packs a lane: on an H100/H200 each warp of the
+  // ring kernel takes 2 to 4 rows, an odd count on some, so that the ring's last round holds
+  // one row).
+  check_forward_variants<T>(r, rng, s, N, C);
+  check_forward_variants<T>(r, rng, s, N, 512);
+  check_forward_variants<T>(r, rng, s, 37, 1000);
+  check_forward_variants<T>(r, rng, s, 2 * 3168 + 37, 768);
   // The backward's other kernel shapes (the bench's variants) at GPT-2's rows and at four packs
-  // per lane (bf16 C = 1000: 12 warps x 3 rows exceeds 227 KiB and takes the wide-row kernel).
+  // per lane (bf16 C = 1000: 16 warps x 2 rows is staged, the others exceed 227 KiB and take the
+  // wide-row kernel).
   for (int v = 0; v < cuda::kLayerNormBackwardVariants; ++v) {
     if (v == cuda::kLayerNormBackwardVariant) continue;
     check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768, v);
