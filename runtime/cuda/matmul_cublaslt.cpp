@@ -266,7 +266,7 @@ void Matmul::launch(const GemmCall& c, Plan& p, const cublasLtMatmulAlgo_t& algo
     RY_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                              &c.aux, sizeof(c.aux)));
   }
-  // An out-of-place C shares D's layout (descriptor): cuBLASLt allows C != D with any layouts.
+  // C another buffer than D (out of place) is laid out as D: D's layout descriptor serves both.
   const void* in = c.c_in != nullptr ? c.c_in : c.d;
   RY_CUBLAS(cublasLtMatmul(handle_, p.op, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, in, p.ld, c.d,
                            p.ld, &algo, ws.ptr, ws.bytes, stream));
