@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """bench/gemm_pins_from_survey.py: the committed pin table is the committed survey's picks; a
-changed pick changes the table, a split-K pick gives way to an unsplit candidate as fast, --write replaces only the generated part, and a survey the table
-cannot take (an in-place split-K reduction, a pick without the same bits, a missing field) is
-refused with a message naming it."""
+changed pick changes the table, a split-K pick gives way to an unsplit candidate as fast, --write
+replaces only the generated part, and a survey the table cannot take (an in-place split-K
+reduction, a pick without the same bits, a missing field) is refused with a message naming it.
+The rules are tested on a frozen survey (tests/unit/data: the H200 survey of f93528b, 16
+candidates a product), so that a new survey in bench/results changes only the first test."""
 import copy
 import json
 import os
@@ -14,6 +16,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "bench", "gemm_pins_from_survey.py")
 SURVEY = os.path.join(ROOT, "bench", "results", "gemm-survey.json")
+FROZEN = os.path.join(ROOT, "tests", "unit", "data", "gemm-survey-f93528b.json")
 PINS = os.path.join(ROOT, "runtime", "cuda", "gemm_pins.cpp")
 
 
@@ -23,7 +26,7 @@ def run(*args):
 
 class GemmPinsFromSurvey(unittest.TestCase):
     def setUp(self):
-        with open(SURVEY) as f:
+        with open(FROZEN) as f:
             self.survey = json.load(f)
         self.tmp = tempfile.TemporaryDirectory()
 
@@ -44,7 +47,7 @@ class GemmPinsFromSurvey(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_prints_one_entry_per_pick_other_than_the_first(self):
-        out = run(SURVEY).stdout
+        out = run(FROZEN).stdout
         # Two products whose first splits K have an unsplit candidate as fast (fc1 and qkv
         # backward-weight =, the latter with the ones column).
         picks = [p for p in self.survey["products"] if p["pick"] != 0]
@@ -57,7 +60,7 @@ class GemmPinsFromSurvey(unittest.TestCase):
         unsplit = ("776, 2304, 16384, CUDA_R_16BF, CUDA_R_32F, CUBLASLT_EPILOGUE_DEFAULT, false, 1},"
                    "\n       {66, 20, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 3, 0, 5}")
         self.assertEqual((p["pick"], p["candidates"][0]["splitk"]), (0, 2))
-        self.assertIn(unsplit, run(SURVEY).stdout)
+        self.assertIn(unsplit, run(FROZEN).stdout)
         first = p["candidates"][0]["median_ms"]
         for ms, workspace, taken in ((first, 0, True), (first * 1.001, 0, False),
                                      (first, 4096, True), (first, 4097, False)):
@@ -139,7 +142,7 @@ class GemmPinsFromSurvey(unittest.TestCase):
         self.assertIn("broken.json", r.stderr)
 
     def test_a_file_without_the_region_is_refused(self):
-        r = run(SURVEY, "--write", self.write("other.cpp", "int x;\n"))
+        r = run(FROZEN, "--write", self.write("other.cpp", "int x;\n"))
         self.assertEqual(r.returncode, 2)
         self.assertIn("BEGIN generated", r.stderr)
 
