@@ -7,8 +7,8 @@
 // the embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257,
 // on uniform tokens (what bench/gpu_bench.sh trains on) and on tokens drawn as words are (a few
 // ids repeated hundreds of times). The LayerNorm kernels before (bench/layernorm_bench_reference.cu,
-// commit 2877015) are timed beside every variant the engine can run (layernorm_kernels.hpp;
-// "engine:" marks the one it runs), the embedding beside its kernels before issue 12; round by
+// commit 2877015) are timed beside the engine's, the embedding beside its kernels before issue
+// 12; round by
 // round after --warmup rounds, each run from the same inputs; median and minimum microseconds
 // and the rate of the bytes each must move. LayerNorm outputs: the largest error against
 // float64 over the largest value (bf16 outputs within 1e-2, fp32 sums within 1e-3), the same
@@ -255,14 +255,13 @@ std::vector<Verdict> backward_verdicts(const std::vector<Contender>& cs,
 }
 
 // LayerNorm backward of 16384 x 768 bf16 rows: the kernel before (2877015's register kernel and
-// the engine's second pass) and each variant of the engine's layernorm_backward.
+// the engine's second pass) and the engine's layernorm_backward.
 json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s, bool& all_ok) {
   const size_t nc = size_t(kRows) * kC, parts = sum ? 3 : 2;
   const LayerNormInputs in(nc, s);
   std::vector<LayerNormOutputs> outs;
-  for (int k = 0; k <= rc::kLayerNormBackwardVariants; ++k) outs.emplace_back(nc);
+  for (int k = 0; k < 2; ++k) outs.emplace_back(nc);
   std::vector<Contender> cs;
-  std::vector<std::string> who = {"before (2877015)"};
   auto reset = [&](LayerNormOutputs* to) {
     return std::function<void()>([&in, s, to] { copy(to->dx, in.dx0, s); });
   };
@@ -281,18 +280,15 @@ json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s,
                   c.out[2] = sum ? r.dsum.as<float>() : nullptr;
                   rc::sum_partial_columns(c, s);
                 }});
-  for (int v = 0; v < rc::kLayerNormBackwardVariants; ++v) {
-    LayerNormOutputs* e = &outs[v + 1];
-    cs.push_back({reset(e), [&, e, v] {
-                    rc::layernorm_backward(e->dx.as<bf16>(), e->dw.as<float>(), e->db.as<float>(),
-                                           sum ? e->dsum.as<float>() : nullptr,
-                                           e->partials.as<float>(), in.dy.as<bf16>(),
-                                           in.x.as<bf16>(), in.w.as<bf16>(), in.mean.as<float>(),
-                                           in.rstd.as<float>(), kRows, kC, accumulate, false, s, v);
-                  }});
-    who.push_back(std::string(v == rc::kLayerNormBackwardVariant ? "engine: " : "") +
-                  rc::layernorm_backward_variant_name(v));
-  }
+  LayerNormOutputs* e = &outs[1];
+  cs.push_back({reset(e), [&, e] {
+                  rc::layernorm_backward(e->dx.as<bf16>(), e->dw.as<float>(), e->db.as<float>(),
+                                         sum ? e->dsum.as<float>() : nullptr,
+                                         e->partials.as<float>(), in.dy.as<bf16>(),
+                                         in.x.as<bf16>(), in.w.as<bf16>(), in.mean.as<float>(),
+                                         in.rstd.as<float>(), kRows, kC, accumulate, false, s);
+                }});
+  const std::vector<std::string> who = {"before (2877015)", "engine: staged, 12 warps x 3 rows"};
   const auto us = time_rounds(cs, o, s);
   const auto verdicts = backward_verdicts(cs, outs, backward_float64(in, accumulate), sum);
   for (const Verdict& v : verdicts) all_ok = all_ok && v.ok;
@@ -339,37 +335,33 @@ std::vector<Verdict> forward_verdicts(const std::vector<Contender>& cs,
   return v;
 }
 
-// One forward contender: the kernel before (2877015, without its residual add) or the engine's
-// variant v, on the bench's inputs into `f`.
-std::function<void()> forward_run(const LayerNormInputs& in, ForwardOutputs& f, int v,
+// One forward contender: the kernel before (2877015, without its residual add) or the engine's,
+// on the bench's inputs into `f`.
+std::function<void()> forward_run(const LayerNormInputs& in, ForwardOutputs& f, bool before,
                                   cudaStream_t s) {
-  return [&in, &f, v, s] {
-    if (v < 0) {
+  return [&in, &f, before, s] {
+    if (before) {
       rb::reference_layernorm_forward(f.out.as<bf16>(), f.mean.as<float>(), f.rstd.as<float>(),
                                       in.x.as<bf16>(), in.w.as<bf16>(), in.b.as<bf16>(), kRows,
                                       kC, kLdOut, s);
     } else {
       rc::layernorm_forward(f.out.as<bf16>(), f.mean.as<float>(), f.rstd.as<float>(),
                             in.x.as<bf16>(), in.w.as<bf16>(), in.b.as<bf16>(), kRows, kC, kLdOut,
-                            s, v);
+                            s);
     }
   };
 }
 
 // The LayerNorm forward of 16384 x 768 bf16 rows, out at row stride 776 (the step's residual
-// adds are in the products' epilogues): the kernel before (2877015) and each variant of the
-// engine's layernorm_forward.
+// adds are in the products' epilogues): the kernel before (2877015) and the engine's
+// layernorm_forward.
 json forward_case(const Options& o, cudaStream_t s, bool& all_ok) {
   const size_t nc = size_t(kRows) * kC;
   const LayerNormInputs in(nc, s);
-  std::vector<ForwardOutputs> outs(rc::kLayerNormForwardVariants + 1);
-  std::vector<Contender> cs = {{[] {}, forward_run(in, outs[0], -1, s)}};
-  std::vector<std::string> who = {"before (2877015)"};
-  for (int v = 0; v < rc::kLayerNormForwardVariants; ++v) {
-    cs.push_back({[] {}, forward_run(in, outs[v + 1], v, s)});
-    who.push_back(std::string(v == rc::kLayerNormForwardVariant ? "engine: " : "") +
-                  rc::layernorm_forward_variant_name(v));
-  }
+  std::vector<ForwardOutputs> outs(2);
+  const std::vector<Contender> cs = {{[] {}, forward_run(in, outs[0], true, s)},
+                                     {[] {}, forward_run(in, outs[1], false, s)}};
+  const std::vector<std::string> who = {"before (2877015)", "engine: packed, 1 row a warp, 8 warps"};
   const auto us = time_rounds(cs, o, s);
   const rb::ForwardFloat64 ref = rb::layernorm_forward_float64(
       rb::download_floats(in.x.as<void>(), nc, true), rb::download_floats(in.w.as<void>(), kC, true),

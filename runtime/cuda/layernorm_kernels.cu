@@ -189,6 +189,12 @@ struct StagedShape {
 // One block per multiprocessor of an H100/H200 (132): fixed, so that the order of the sums
 // does not depend on the device.
 constexpr int kStagedBlocks = 132;
+// The staged kernel's shape: warps a block (3 a scheduler to issue the arithmetic; registers a
+// thread: 168 at most) and rows in flight per warp (slots of its ring). 16 x 2 and 14 x 3 (4
+// warps a scheduler, 128 registers) and 8 x 4, 8 x 5 were slower on an H200 (bench/NOTES.md).
+// Shared memory at bf16 C = 768 (3 packs a lane, 4864-byte slots, w 3 KiB): 174 KiB; at
+// C = 1000 (4 packs, 6400-byte slots) 229 KiB: more than an H100/H200's 227, the wide-row kernel.
+constexpr int kStagedWarps = 12, kStagedRows = 3;
 
 // A lane's column sums: [part][element] (dw, db, with kSum dx's).
 template <typename T, int P, bool kSum>
@@ -462,57 +468,6 @@ __global__ void layernorm_forward_packed_kernel(ForwardArgs<T> a) {
   forward_row<T, P>(px, a, row, lane);
 }
 
-// Issues the loads of the lane's packs of `row` (none from N on) into raw words. Raw, as
-// RowLoads: half the registers of a Pack of bf16.
-template <typename T, int P>
-__device__ __forceinline__ void load_forward_row(uint4 (&x)[P], const ForwardArgs<T>& a, int row,
-                                                 int lane) {
-  constexpr int kN = Pack<T>::kN;
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int q = lane + 32 * i;
-    if (row < a.N && q < a.C / kN) {
-      x[i] = *reinterpret_cast<const uint4*>(a.x + size_t(row) * a.C + size_t(q) * kN);
-    }
-  }
-}
-
-// Raw words as packs, for forward_row.
-template <typename T, int P>
-__device__ __forceinline__ void words_to_packs(Pack<T> (&p)[P], const uint4 (&w)[P]) {
-#pragma unroll
-  for (int i = 0; i < P; ++i) memcpy(&p[i], &w[i], sizeof(uint4));
-}
-
-// The forward with R rows in flight a warp, in registers as raw words: warp g of the grid's G
-// (as many blocks as are resident at once) walks rows g, g + G, ...; the loads of the row R - 1
-// ahead are issued before a row is normalised, into the words that the row before it left. At
-// most 3 packs a lane, its rows fit 80 registers, three blocks a multiprocessor (the packed
-// kernel: 58 registers, a row a warp, 32 warps). The same arithmetic as the packed kernel a row:
-// its bits.
-template <typename T, int P, int R>
-__global__ void __launch_bounds__(kWarps * 32, P > 3 ? 2 : 3)
-    layernorm_forward_ring_kernel(ForwardArgs<T> a) {
-  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int stride = gridDim.x * warps, first = blockIdx.x * warps + threadIdx.x / 32;
-  uint4 rx[R][P];
-#pragma unroll
-  for (int k = 0; k < R - 1; ++k) load_forward_row<T, P>(rx[k], a, first + k * stride, lane);
-  for (int row = first; row < a.N; row += R * stride) {
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-      constexpr int kAhead = R - 1;
-      const int next = (j + kAhead) % R;
-      load_forward_row<T, P>(rx[next], a, row + (j + kAhead) * stride, lane);
-      if (row + j * stride < a.N) {
-        Pack<T> px[P];
-        words_to_packs<T, P>(px, rx[j]);
-        forward_row<T, P>(px, a, row + j * stride, lane);
-      }
-    }
-  }
-}
-
 // Calls f(std::integral_constant<int, P>{}) for P = packs per lane, 1 to 4.
 template <typename F>
 auto with_lane_packs(int packs, F&& f) {
@@ -528,63 +483,13 @@ auto with_lane_packs(int packs, F&& f) {
   }
 }
 
-// The forward's shapes (kLayerNormForwardVariant): 0 is the kernel before issue 12's third
-// LayerNorm change.
-constexpr int kForwardRing = 2;  // the ring kernel's rows in flight a warp
-constexpr const char* kForwardNames[kLayerNormForwardVariants] = {
-    "packed, 1 row a warp, 8 warps", "register ring, 8 warps x 2 rows"};
-
-// The ring forward, as many blocks as are resident at once (fewer for few rows).
-template <typename T, int P>
-void launch_ring_forward(const ForwardArgs<T>& a, cudaStream_t stream) {
-  auto kernel = layernorm_forward_ring_kernel<T, P, kForwardRing>;
-  int device = 0, sms = 0, per_sm = 0;
-  RY_CUDA(cudaGetDevice(&device));
-  RY_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  RY_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0));
-  const int needed = (a.N + kWarps - 1) / kWarps;
-  const int blocks = std::max(1, std::min(per_sm * sms, needed));
-  kernel<<<blocks, kWarps * 32, 0, stream>>>(a);
-  RY_CUDA_LAUNCHED();
-}
-
-// The staged backward's shapes (kLayerNormBackwardVariant): warps a block, rows in flight per
-// warp (slots of its ring). Shared memory at bf16 C = 768 (3 packs a lane, 4864-byte slots, w
-// 3 KiB): 174, 155 and 202.5 KiB; at C = 1000 (4 packs, 6400-byte slots) 229, 204 and 266.5
-// KiB: the first and the last take the wide-row kernel on an H100/H200's 227 KiB. Registers a
-// thread: 168 at most with 12 warps (3 a scheduler), 128 with 14 or 16 (4): at C = 768 with
-// column sums the latter spill 32 bytes.
-template <typename F>
-auto with_backward_shape(int variant, F&& f) {
-  using std::integral_constant;
-  switch (variant) {
-    case 1:
-      return f(integral_constant<int, 16>{}, integral_constant<int, 2>{});
-    case 2:
-      return f(integral_constant<int, 14>{}, integral_constant<int, 3>{});
-    default:
-      return f(integral_constant<int, 12>{}, integral_constant<int, 3>{});
-  }
-}
-constexpr const char* kBackwardNames[kLayerNormBackwardVariants] = {
-    "staged, 12 warps x 3 rows", "staged, 16 warps x 2 rows", "staged, 14 warps x 3 rows"};
-
-void check_variant(int variant, int count, const char* what) {
-  if (variant < 0 || variant >= count) {
-    throw std::invalid_argument(std::string(what) + ": variant " + std::to_string(variant) +
-                                " of " + std::to_string(count) + ": use 0 to " +
-                                std::to_string(count - 1));
-  }
-}
-
 template <typename T>
-void launch_layernorm_forward(const ForwardArgs<T>& a, int variant, cudaStream_t stream) {
+void launch_layernorm_forward(const ForwardArgs<T>& a, cudaStream_t stream) {
   if (a.ld_out < a.C || a.ld_out % Pack<T>::kN != 0) {
     throw std::invalid_argument("layernorm_forward: output row stride " +
                                 std::to_string(a.ld_out) + " for rows of " + std::to_string(a.C) +
                                 ": it must be >= the row and whole 16-byte packs");
   }
-  check_variant(variant, kLayerNormForwardVariants, "layernorm_forward");
   const int lane_packs = (a.C / Pack<T>::kN + 31) / 32;
   if (lane_packs > 4) {  // wide rows: two passes over memory
     layernorm_forward_kernel<T><<<(a.N + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(
@@ -594,13 +499,9 @@ void launch_layernorm_forward(const ForwardArgs<T>& a, int variant, cudaStream_t
   }
   with_lane_packs(lane_packs, [&](auto p) {
     constexpr int P = decltype(p)::value;
-    if (variant == 0) {
-      const int blocks = (a.N + kWarps - 1) / kWarps;
-      layernorm_forward_packed_kernel<T, P><<<blocks, kWarps * 32, 0, stream>>>(a);
-      RY_CUDA_LAUNCHED();
-    } else {
-      launch_ring_forward<T, P>(a, stream);
-    }
+    const int blocks = (a.N + kWarps - 1) / kWarps;
+    layernorm_forward_packed_kernel<T, P><<<blocks, kWarps * 32, 0, stream>>>(a);
+    RY_CUDA_LAUNCHED();
   });
 }
 
@@ -626,23 +527,20 @@ size_t backward_shared_bytes(int C, int parts) {
 // The staged kernel's first pass (dx and a row of partials per block); returns its rows of
 // partials (its blocks), or 0 where its rings do not fit the device's shared memory.
 template <typename T, bool kSum>
-int launch_staged_backward(int variant, int lane_packs, T* dx, float* partials, const T* dy,
-                           const T* x, const T* w, const float* mean, const float* rstd, int N,
-                           int C, bool accumulate, cudaStream_t stream) {
-  return with_backward_shape(variant, [&](auto warps, auto stages) {
-    return with_lane_packs(lane_packs, [&](auto p) {
-      constexpr int kW = decltype(warps)::value, kS = decltype(stages)::value;
-      constexpr int P = decltype(p)::value;
-      using S = StagedShape<T, P, kSum, kW, kS>;
-      if (S::kSharedBytes > shared_memory_limit()) return 0;
-      auto kernel = layernorm_backward_staged_kernel<T, P, kSum, kW, kS>;
-      fit_shared_memory(kernel, S::kSharedBytes);
-      const int blocks = std::min(kStagedBlocks, (N + kW - 1) / kW);
-      kernel<<<blocks, kW * 32, S::kSharedBytes, stream>>>(dx, partials, dy, x, w, mean, rstd,
-                                                           N, C, accumulate);
-      RY_CUDA_LAUNCHED();
-      return blocks;
-    });
+int launch_staged_backward(int lane_packs, T* dx, float* partials, const T* dy, const T* x,
+                           const T* w, const float* mean, const float* rstd, int N, int C,
+                           bool accumulate, cudaStream_t stream) {
+  return with_lane_packs(lane_packs, [&](auto p) {
+    constexpr int kW = kStagedWarps, kS = kStagedRows, P = decltype(p)::value;
+    using S = StagedShape<T, P, kSum, kW, kS>;
+    if (S::kSharedBytes > shared_memory_limit()) return 0;
+    auto kernel = layernorm_backward_staged_kernel<T, P, kSum, kW, kS>;
+    fit_shared_memory(kernel, S::kSharedBytes);
+    const int blocks = std::min(kStagedBlocks, (N + kW - 1) / kW);
+    kernel<<<blocks, kW * 32, S::kSharedBytes, stream>>>(dx, partials, dy, x, w, mean, rstd, N,
+                                                         C, accumulate);
+    RY_CUDA_LAUNCHED();
+    return blocks;
   });
 }
 
@@ -666,19 +564,17 @@ int launch_wide_backward(T* dx, float* partials, const T* dy, const T* x, const 
 // whether dx's column sums are wanted; out, whether they are among the partials (wide rows:
 // only where shared memory holds a third slice).
 template <typename T>
-int layernorm_backward_first_pass(int variant, bool& fused_sum, T* dx, float* partials,
-                                  const T* dy, const T* x, const T* w, const float* mean,
-                                  const float* rstd, int N, int C, bool accumulate,
-                                  cudaStream_t stream) {
+int layernorm_backward_first_pass(bool& fused_sum, T* dx, float* partials, const T* dy,
+                                  const T* x, const T* w, const float* mean, const float* rstd,
+                                  int N, int C, bool accumulate, cudaStream_t stream) {
   const int lane_packs = staged_lane_packs<T>(C);
   if (lane_packs != 0) {
-    const int rows = fused_sum
-                         ? launch_staged_backward<T, true>(variant, lane_packs, dx, partials, dy,
-                                                           x, w, mean, rstd, N, C, accumulate,
-                                                           stream)
-                         : launch_staged_backward<T, false>(variant, lane_packs, dx, partials, dy,
-                                                            x, w, mean, rstd, N, C, accumulate,
-                                                            stream);
+    const int rows = fused_sum ? launch_staged_backward<T, true>(lane_packs, dx, partials, dy, x,
+                                                                 w, mean, rstd, N, C, accumulate,
+                                                                 stream)
+                               : launch_staged_backward<T, false>(lane_packs, dx, partials, dy,
+                                                                  x, w, mean, rstd, N, C,
+                                                                  accumulate, stream);
     if (rows != 0) return rows;
   }
   const size_t limit = shared_memory_limit();
@@ -697,20 +593,10 @@ int layernorm_backward_first_pass(int variant, bool& fused_sum, T* dx, float* pa
 
 }  // namespace
 
-const char* layernorm_backward_variant_name(int variant) {
-  check_variant(variant, kLayerNormBackwardVariants, "layernorm_backward_variant_name");
-  return kBackwardNames[variant];
-}
-
-const char* layernorm_forward_variant_name(int variant) {
-  check_variant(variant, kLayerNormForwardVariants, "layernorm_forward_variant_name");
-  return kForwardNames[variant];
-}
-
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
-                       int C, int ld_out, cudaStream_t stream, int variant) {
-  launch_layernorm_forward<T>({out, mean, rstd, x, w, b, N, C, ld_out}, variant, stream);
+                       int C, int ld_out, cudaStream_t stream) {
+  launch_layernorm_forward<T>({out, mean, rstd, x, w, b, N, C, ld_out}, stream);
 }
 
 size_t layernorm_backward_partials(int N, int C) {
@@ -721,12 +607,10 @@ size_t layernorm_backward_partials(int N, int C) {
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, cudaStream_t stream,
-                        int variant) {
-  check_variant(variant, kLayerNormBackwardVariants, "layernorm_backward");
+                        bool accumulate, bool accumulate_params, cudaStream_t stream) {
   bool fused_sum = dsum != nullptr;
-  const int rows = layernorm_backward_first_pass<T>(variant, fused_sum, dx, partials, dy, x, w,
-                                                    mean, rstd, N, C, accumulate, stream);
+  const int rows = layernorm_backward_first_pass<T>(fused_sum, dx, partials, dy, x, w, mean, rstd,
+                                                    N, C, accumulate, stream);
   ColumnSums sums;
   sums.partials = partials;
   sums.rows = rows;
@@ -742,10 +626,10 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
 
 #define RY_INSTANTIATE(T)                                                                         \
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int,  \
-                                     int, cudaStream_t, int);                                     \
+                                     int, cudaStream_t);                                          \
   template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
                                       const T*, const float*, const float*, int, int, bool, bool, \
-                                      cudaStream_t, int);
+                                      cudaStream_t);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

@@ -11,26 +11,11 @@ namespace railyard::cuda {
 
 inline constexpr float kLayerNormEps = 1e-5f;
 
-// Kernel shapes that bench/layernorm_bench.cpp times side by side at the step's rows (16384 x
-// 768 bf16, `bash bench/gpu_bench.sh lnbench`); the engine runs the two named here. To switch,
-// set the index of the bench's fastest row (its names are layernorm_*_variant_name's). Every
-// variant gives the same bits every run; backward variants differ from each other in the order
-// of the dw, db and column sums (warps a block), forward variants not at all.
-// Backward: rows staged in shared memory, warps a block x rows in flight a warp: 0 12 x 3
-// (three warps a scheduler to issue the arithmetic), 1 16 x 2 (four), 2 14 x 3.
-inline constexpr int kLayerNormBackwardVariants = 3, kLayerNormBackwardVariant = 0;
-// Forward: 0 packed, a row a warp in registers, 8 warps (the kernel before); 1 a ring of 2 rows
-// in flight a warp in registers, as many 8-warp blocks as are resident.
-inline constexpr int kLayerNormForwardVariants = 2, kLayerNormForwardVariant = 0;
-const char* layernorm_backward_variant_name(int variant);
-const char* layernorm_forward_variant_name(int variant);
-
 // out = LN(x) * w + b over rows of C; out's rows ld_out apart (>= C, whole 16-byte packs), its
 // columns past C left as they are (a Linear's ones column, ones_column_kernels.hpp).
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N,
-                       int C, int ld_out, cudaStream_t stream,
-                       int variant = kLayerNormForwardVariant);
+                       int C, int ld_out, cudaStream_t stream);
 // Floats of scratch layernorm_backward needs for N rows of C (with or without dsum).
 size_t layernorm_backward_partials(int N, int C);
 
@@ -44,7 +29,6 @@ size_t layernorm_backward_partials(int N, int C);
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, cudaStream_t stream,
-                        int variant = kLayerNormBackwardVariant);
+                        bool accumulate, bool accumulate_params, cudaStream_t stream);
 
 }  // namespace railyard::cuda

@@ -166,35 +166,34 @@ void check_layernorm_ones_column(Report& r, const DevArray<T>& x, const DevArray
   r.same_bits(t + " ones column kept by layernorm forward", pad, pad_ref);
 }
 
-// Every kernel shape of the LayerNorm forward that the bench compares (kLayerNormForwardVariant)
-// at rows x cols: the same bits as the engine's (whose values check_layernorm checks against
-// float64).
+// The LayerNorm forward at rows x cols (one to four packs a lane, or a last pack on some lanes
+// only) against float64, and run twice for the same bits.
 template <typename T>
-void check_forward_variants(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int cols) {
+void check_forward_shape(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int cols) {
   const size_t n = size_t(rows) * cols;
   DevArray<T> x(n), w(cols), b(cols), out(n);
   DevArray<float> mean(rows), rstd(rows);
-  x.upload(random_vec(rng, n, 2.0f));
-  w.upload(random_vec(rng, cols));
-  b.upload(random_vec(rng, cols));
-  auto run = [&](int v) {
+  auto hx = x.upload(random_vec(rng, n, 2.0f));
+  auto hw = w.upload(random_vec(rng, cols));
+  auto hb = b.upload(random_vec(rng, cols));
+  auto run = [&] {
     out.poison();
     mean.poison();
     rstd.poison();
     cuda::layernorm_forward(out.ptr(), mean.ptr(), rstd.ptr(), x.ptr(), w.ptr(), b.ptr(), rows,
-                            cols, cols, s, v);
+                            cols, cols, s);
     return std::vector<std::vector<double>>{out.download(), mean.download(), rstd.download()};
   };
-  const auto engine = run(cuda::kLayerNormForwardVariant);
-  for (int v = 0; v < cuda::kLayerNormForwardVariants; ++v) {
-    if (v == cuda::kLayerNormForwardVariant) continue;
-    const auto got = run(v);
-    const std::string name = std::string(type_name<T>()) + " C=" + std::to_string(cols) +
-                             " layernorm forward variant " + std::to_string(v);
-    r.same_bits(name, got[0], engine[0]);
-    r.same_bits(name + " (mean)", got[1], engine[1]);
-    r.same_bits(name + " (rstd)", got[2], engine[2]);
-  }
+  const auto got = run();
+  std::vector<double> ro(n), rm(rows), rr(rows);
+  cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
+                                 rows, cols);
+  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(cols) +
+                        " layernorm forward";
+  r.check(t, got[0], ro, tol<T>());
+  r.check(t + " mean", got[1], rm, 1e-5);
+  r.check(t + " rstd", got[2], rr, 1e-5);
+  r.same_bits(t + ", twice", run()[0], got[0]);
 }
 
 template <typename T>
@@ -266,15 +265,9 @@ std::vector<double> add_column_sums(std::vector<double> ref, const std::vector<d
 // layernorm_backward's optional column sums of dx (the bias gradient of the projection whose
 // output gradient dx is), at rows x C: C of one to four packs per lane or wide rows, a
 // multiple of 256 or not, rows from fewer than a block has warps to several per warp.
-// variant: the backward's kernel shape (kLayerNormBackwardVariant; a shape whose shared memory
-// does not fit takes the wide-row kernel).
 template <typename T>
-void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C,
-                                 int variant = cuda::kLayerNormBackwardVariant) {
-  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm" +
-                        (variant == cuda::kLayerNormBackwardVariant
-                             ? ""
-                             : " (variant " + std::to_string(variant) + ")");
+void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C) {
+  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm";
   const size_t n = size_t(rows) * C;
   DevArray<T> x(n), w(C), dy(n), dx(n);
   DevArray<float> mean(rows), rstd(rows), dw(C), db(C), dsum(C);
@@ -290,7 +283,7 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   auto hds = dsum.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(rows, C));
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, s, variant);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, s);
   std::vector<double> rdx = hdx, rdw = hdw, rdb = hdb;
   cpu::layernorm_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(),
                                   hw.data(), fm.data(), fr.data(), rows, C);
@@ -309,7 +302,7 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   db.poison();
   dsum.poison();
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s, variant);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
   const auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download(), ds1 = dsum.download();
   std::vector<double> zdx(n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
@@ -319,7 +312,7 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   r.check(t + " backward db (fp32, =)", db1, zdb, 1e-5);
   r.check(t + " dx column sums (fp32, =)", ds1, add_column_sums(zero, dx1, C), 1e-5);
   cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s, variant);
+                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
   r.same_bits(t + " dx column sums, twice", dsum.download(), ds1);
   r.same_bits(t + " backward dw with column sums, twice", dw.download(), dw1);
 }
@@ -808,22 +801,12 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
-  // The forward's other kernel shapes: one to four packs a lane (C = 1000: bf16's last on 29
-  // of 32 lanes), and GPT-2's rows (bf16 three packs a lane: on an H100/H200 each warp of the
-  // ring kernel takes 2 to 4 rows, an odd count on some, so that the ring's last round holds
-  // one row).
-  check_forward_variants<T>(r, rng, s, N, C);
-  check_forward_variants<T>(r, rng, s, N, 512);
-  check_forward_variants<T>(r, rng, s, 37, 1000);
-  check_forward_variants<T>(r, rng, s, 2 * 3168 + 37, 768);
-  // The backward's other kernel shapes (the bench's variants) at GPT-2's rows and at four packs
-  // per lane (bf16 C = 1000: 16 warps x 2 rows is staged, the others exceed 227 KiB and take the
-  // wide-row kernel).
-  for (int v = 0; v < cuda::kLayerNormBackwardVariants; ++v) {
-    if (v == cuda::kLayerNormBackwardVariant) continue;
-    check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768, v);
-    check_layernorm_column_sums<T>(r, rng, s, 37, 1000, v);
-  }
+  // The forward at one to four packs a lane (C = 1000: bf16's last on 29 of 32 lanes) and at
+  // GPT-2's rows (bf16 three packs a lane).
+  check_forward_shape<T>(r, rng, s, N, C);
+  check_forward_shape<T>(r, rng, s, N, 512);
+  check_forward_shape<T>(r, rng, s, 37, 1000);
+  check_forward_shape<T>(r, rng, s, 2 * 3168 + 37, 768);
   check_gelu<T>(r, rng, s);
   check_embedding<T>(r, rng, s);
   check_embedding_backward_width<T>(r, rng, s, 4, 64, 768);   // GPT-2's width, runs of 64
