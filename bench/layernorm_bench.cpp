@@ -6,10 +6,10 @@
 // column sums: layer 0's ln1); and
 // the embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257,
 // on uniform tokens (what bench/gpu_bench.sh trains on) and on tokens drawn as words are (a few
-// ids repeated hundreds of times). The LayerNorm kernels before (bench/layernorm_bench_reference.cu,
-// commit 2877015) are timed beside the engine's, the embedding beside its kernels before issue
-// 12; round by
-// round after --warmup rounds, each run from the same inputs; median and minimum microseconds
+// ids repeated hundreds of times). The LayerNorm kernels before
+// (bench/layernorm_bench_reference.cu, commit 2877015) are timed beside the engine's, the
+// embedding beside its kernels before issue 12; round by round after --warmup rounds, each run
+// from the same inputs; median and minimum microseconds
 // and the rate of the bytes each must move. LayerNorm outputs: the largest error against
 // float64 over the largest value (bf16 outputs within 1e-2, fp32 sums within 1e-3), the same
 // bits when run twice, and (information) the same bits as the kernel before. The embedding's
@@ -361,7 +361,8 @@ json forward_case(const Options& o, cudaStream_t s, bool& all_ok) {
   std::vector<ForwardOutputs> outs(2);
   const std::vector<Contender> cs = {{[] {}, forward_run(in, outs[0], true, s)},
                                      {[] {}, forward_run(in, outs[1], false, s)}};
-  const std::vector<std::string> who = {"before (2877015)", "engine: packed, 1 row a warp, 8 warps"};
+  const std::vector<std::string> who = {"before (2877015)",
+                                        "engine: packed, 1 row a warp, 8 warps"};
   const auto us = time_rounds(cs, o, s);
   const rb::ForwardFloat64 ref = rb::layernorm_forward_float64(
       rb::download_floats(in.x.as<void>(), nc, true), rb::download_floats(in.w.as<void>(), kC, true),

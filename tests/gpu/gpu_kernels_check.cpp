@@ -188,8 +188,8 @@ void check_forward_shape(Report& r, std::mt19937_64& rng, cudaStream_t s, int ro
   std::vector<double> ro(n), rm(rows), rr(rows);
   cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), hb.data(),
                                  rows, cols);
-  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(cols) +
-                        " layernorm forward";
+  const std::string t =
+      std::string(type_name<T>()) + " C=" + std::to_string(cols) + " layernorm forward";
   r.check(t, got[0], ro, tol<T>());
   r.check(t + " mean", got[1], rm, 1e-5);
   r.check(t + " rstd", got[2], rr, 1e-5);
