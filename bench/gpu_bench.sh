@@ -404,7 +404,8 @@ if has timeline; then stage_timeline; fi
 # LayerNorm (forward plain: the residual add is in the products' epilogues; backward) and
 # embedding backward alone (issue 12, bench/layernorm_bench.cpp) at the step's shapes (16384 x
 # 768 bf16, LN output rows 776 apart; B 16, T 1024, vocabulary 50257, uniform and word-like
-# tokens): the LayerNorm kernels before (2877015) beside the engine's ("engine:"), the
+# tokens): the LayerNorm backward before (2877015) beside the engine's ("engine:"; the forward,
+# the engine's alone, against float64), the
 # embedding's beside its old kernels; median time, memory rate; the LayerNorm's errors against
 # float64, bits run twice and bits against the kernel before, the embedding's bits against the
 # old kernels' (a failure fails). The table to layernorm-bench.log, JSON to layernorm-bench.json.

@@ -26,8 +26,6 @@ using cuda::warp_sum;
 
 namespace {
 
-constexpr int kWarps = 8;  // the forward's warps a block
-
 // Shared memory for one resident block of `bytes` and no more: the rest of a multiprocessor's
 // 256 KB stays L1, which also stages the data of global loads in flight. (All 228 KB as shared
 // memory would leave 28 KB of L1, less than the register kernel's loads in flight, a row per
@@ -278,56 +276,6 @@ __global__ void __launch_bounds__(RegisterShape<T, P, kSum>::kWarps * 32, 1)
   write_register_partials<T, P, kSum>(partials, shared4 + S::kW4, C, acc);
 }
 
-// The forward: a warp per row held in registers (each lane at most P packs), read once.
-template <typename T, int P>
-__global__ void layernorm_forward_packed_kernel(T* out, float* mean, float* rstd, const T* x,
-                                                const T* w, const T* b, int N, int C, int ld_out) {
-  constexpr int kN = Pack<T>::kN;
-  const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (row >= N) return;
-  const int packs = C / kN;
-  float v[P][kN];
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    int q = lane + 32 * i;
-    if (q < packs) {
-      Pack<T> px = load_pack(x + size_t(row) * C + q * kN);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) {
-        v[i][k] = to_f(px.v[k]);
-        s += v[i][k];
-      }
-    }
-  }
-  const float m = warp_sum(s) / C;
-  float var = 0.0f;
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    if (lane + 32 * i < packs) {
-#pragma unroll
-      for (int k = 0; k < kN; ++k) var += (v[i][k] - m) * (v[i][k] - m);
-    }
-  }
-  const float r = rsqrtf(warp_sum(var) / C + kLayerNormEps);
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    int q = lane + 32 * i;
-    if (q < packs) {
-      Pack<T> pw = load_pack(w + q * kN), pb = load_pack(b + q * kN), po;
-#pragma unroll
-      for (int k = 0; k < kN; ++k) {
-        po.v[k] = from_f<T>((v[i][k] - m) * r * to_f(pw.v[k]) + to_f(pb.v[k]));
-      }
-      store_pack(out + size_t(row) * ld_out + q * kN, po);
-    }
-  }
-  if (lane == 0) {
-    mean[row] = m;
-    rstd[row] = r;
-  }
-}
-
 template <typename T>
 __global__ void old_wte_backward_kernel(float* dwte, const T* dout, const uint32_t* keys,
                                         const uint32_t* pos, int N, int C) {
@@ -416,21 +364,6 @@ int reference_layernorm_backward_first_pass(__nv_bfloat16* dx, float* partials,
                    WithSum::kWarps)
              : run(layernorm_backward_register_kernel<bf16, 3, false>, NoSum::kSharedBytes,
                    NoSum::kWarps);
-}
-
-void reference_layernorm_forward(__nv_bfloat16* out, float* mean, float* rstd,
-                                 const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                 const __nv_bfloat16* b, int N, int C, int ld_out,
-                                 cudaStream_t stream) {
-  if (C != 3 * 32 * 8 || ld_out < C || ld_out % 8 != 0) {
-    throw std::invalid_argument("reference LayerNorm forward: C = " + std::to_string(C) +
-                                ", ld_out = " + std::to_string(ld_out) +
-                                ": the bench's copy covers only C = 768, whole packs");
-  }
-  layernorm_forward_packed_kernel<__nv_bfloat16, 3><<<(N + kWarps - 1) / kWarps, kWarps * 32, 0,
-                                                      stream>>>(out, mean, rstd, x, w, b, N, C,
-                                                                ld_out);
-  RY_CUDA_LAUNCHED();
 }
 
 size_t reference_embedding_scratch_bytes(int N, int vocab) {

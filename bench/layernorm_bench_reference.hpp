@@ -1,8 +1,8 @@
 #pragma once
-// The engine's LayerNorm kernels before issue 12's third LayerNorm change (commit 2877015: the
-// backward's register kernel, the forward's packed kernel) and its embedding backward before
-// issue 12 (commit 2f880da), kept here only so that layernorm_bench can time the engine's
-// kernels beside them and compare results.
+// The engine's LayerNorm backward before issue 12's third LayerNorm change (commit 2877015: the
+// register kernel; the forward of then is the engine's now, less the residual add) and its
+// embedding backward before issue 12 (commit 2f880da), kept here only so that layernorm_bench
+// can time the engine's kernels beside them and compare results.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -19,11 +19,6 @@ int reference_layernorm_backward_first_pass(__nv_bfloat16* dx, float* partials,
                                             const __nv_bfloat16* w, const float* mean,
                                             const float* rstd, int N, int C, bool accumulate,
                                             bool sum, cudaStream_t stream);
-// layernorm_forward at 2877015 for bf16 rows of C = 768 (out's rows ld_out apart).
-void reference_layernorm_forward(__nv_bfloat16* out, float* mean, float* rstd,
-                                 const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                 const __nv_bfloat16* b, int N, int C, int ld_out,
-                                 cudaStream_t stream);
 
 // Scratch bytes of reference_embedding_backward (positions, sorted keys and positions, CUB's).
 size_t reference_embedding_scratch_bytes(int N, int vocab);
