@@ -45,6 +45,14 @@ namespace railyard {
 namespace cuda {
 namespace {
 
+// The second passes of the LayerNorm backwards' parameter sums (LayerNorm weight and bias, and
+// the projection bias gradient fused there): leaves only the optimizer reads, so backward queues
+// them and sums them in one launch where they are due (the end, or before each bucket of the
+// gradient exchange), each LayerNorm backward's partials in a region of their own (2 L + 1
+// regions, 1.2 MB each for GPT-2 124M at 16 x 1024). Same sums, same order, same bits.
+// false (the A/B switch): one launch after each LayerNorm backward, one partials region.
+constexpr bool kDeferColumnSums = true;
+
 // Device 0 when the plugin bound the task (it rotates CUDA_VISIBLE_DEVICES so the task's GPU
 // comes first and says so in RAILYARD_GPU_PCI), else local rank modulo the devices visible.
 int select_device(const Communicator& comm) {
@@ -169,6 +177,17 @@ class CudaEngine final : public Engine {
   // workspace bytes it needs at the planned shape.
   size_t choose_attention();
   void backward(int B, int Tn, bool exchange, bool acc);
+  // How many LayerNorm backwards' partials are kept at once; the k-th backward's region.
+  int partials_regions() const { return kDeferColumnSums ? 2 * L_ + 1 : 1; }
+  size_t partials_stride(size_t N) const {
+    return AllocationPlan::aligned(layernorm_backward_partials(int(N), C_) * sizeof(float)) /
+           sizeof(float);
+  }
+  float* partials(int k) const {
+    return partials_ + size_t(k % partials_regions()) * partials_stride_;
+  }
+  // The queued second passes (pending_sums_) summed, in one launch.
+  void sum_pending();
   // dw [O, C] and db [O] (+= with acc) of the Linear layer whose input is x (ln1 or ln2, with its
   // ones column) and output gradient dy [N, O]: one product, then its split.
   void weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O, bool acc);
@@ -229,9 +248,12 @@ class CudaEngine final : public Engine {
   // Scratch shared by all layers.
   T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
   T *dA_ = nullptr, *dB_ = nullptr, *dresid_ = nullptr;
-  // Scratch of the two-pass reductions (LayerNorm gradients, the embedding's sort, the gradient
-  // norm): fixed-order sums instead of float atomics.
+  // Scratch of the LayerNorm backwards' two-pass parameter sums: fixed-order sums instead of float
+  // atomics. With kDeferColumnSums, partials_regions() regions partials_stride_ floats apart,
+  // each LayerNorm backward of a step its own, their second passes queued in pending_sums_.
   float* partials_ = nullptr;
+  size_t partials_stride_ = 0;
+  std::vector<ColumnSums> pending_sums_;
   // The product dY^T [ln, 1] of the qkv or fc weight gradient, [O, ln_ld_] fp32, before its split
   // into the weight and bias gradients.
   float* wb_prod_ = nullptr;
@@ -529,8 +551,8 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   }
   sc.dB = plan.add("scratch: grad B", NC * e);
   sc.dresid = plan.add("scratch: residual grad", NC * e);
-  sc.partials =
-      plan.add("scratch: reduction partials", layernorm_backward_partials(int(N), C_) * f);
+  sc.partials = plan.add("scratch: layernorm backward partials",
+                         size_t(partials_regions()) * partials_stride(N) * f);
   sc.wb_prod =
       plan.add("scratch: weight and bias gradient product", size_t(4) * C_ * size_t(ln_ld_) * f);
   sc.norm_slots = plan.add("scratch: norm slots",
@@ -560,6 +582,7 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   dB_ = mem_.as<T>(sc.dB);
   dresid_ = mem_.as<T>(sc.dresid);
   partials_ = mem_.as<float>(sc.partials);
+  partials_stride_ = partials_stride(size_t(Bmax_) * Tmax_);
   wb_prod_ = mem_.as<float>(sc.wb_prod);
   norm_slots_ = mem_.as<double>(sc.norm_slots);
   embed_scratch_ = mem_.as<void>(sc.embed);
@@ -831,13 +854,18 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   const AttentionShape shape{B, Tn, H_, C_ / H_};
   Matmul& mm = *mm_;
   const size_t n4 = size_t(N) * 4 * C_;
-  float* part = partials_;
+  std::vector<ColumnSums>* later = kDeferColumnSums ? &pending_sums_ : nullptr;
+  int ln = 0;  // LayerNorm backwards so far: each its own partials (kDeferColumnSums)
   // The final LayerNorm (the LM head's backward ran with the loss). Each LayerNorm backward also
   // sums the columns of the residual gradient it leaves: the bias gradient of the projection
   // whose output that gradient is (the MLP's of the layer below, or the attention's after ln2).
-  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), g(lp_[L_ - 1].mpb), part, dB_, resid_final_,
-                     w(lnfw_), lnf_mean_, lnf_rstd_, N, C_, false, acc, stream_);
-  if (exchange) exchange_->launch(size_t(L_) + 1, stream_);
+  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), g(lp_[L_ - 1].mpb), partials(ln++), dB_,
+                     resid_final_, w(lnfw_), lnf_mean_, lnf_rstd_, N, C_, false, acc, stream_,
+                     later);
+  if (exchange) {
+    sum_pending();  // a bucket's gradients final before its all-reduce
+    exchange_->launch(size_t(L_) + 1, stream_);
+  }
   for (int l = L_ - 1; l >= 0; --l) {
     const LayerParams& p = lp_[l];
     LayerActs<T>& a = acts_[l];
@@ -854,8 +882,8 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     // fc's weight and bias gradients from one product (ln2's ones column).
     weight_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc);
-    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), part, dB_, a.resid_mid, w(p.ln2w),
-                       a.ln2_mean, a.ln2_rstd, N, C_, true, acc, stream_);
+    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), partials(ln++), dB_, a.resid_mid,
+                       w(p.ln2w), a.ln2_mean, a.ln2_rstd, N, C_, true, acc, stream_, later);
     // Attention.
     if (opts_.recompute) {
       layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_, ln_ld_,
@@ -867,14 +895,24 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
     weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc);
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
-    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, part, dB_, a.resid, w(p.ln1w),
-                       a.ln1_mean, a.ln1_rstd, N, C_, true, acc, stream_);
-    if (exchange) exchange_->launch(size_t(l), stream_);
+    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, partials(ln++), dB_, a.resid,
+                       w(p.ln1w), a.ln1_mean, a.ln1_rstd, N, C_, true, acc, stream_, later);
+    if (exchange) {
+      sum_pending();
+      exchange_->launch(size_t(l), stream_);
+    }
   }
+  sum_pending();  // without the exchange, every one queued: one launch for the whole backward
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
   embedding_backward(g(wte_), g(wpe_), embed_scratch_, dresid_, tokens_, B, Tn, C_, V_, acc,
                      stream_);
   if (exchange) exchange_->launch(embedding_bucket(), stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::sum_pending() {
+  sum_partial_columns(pending_sums_, stream_);
+  pending_sums_.clear();
 }
 
 template <typename T>

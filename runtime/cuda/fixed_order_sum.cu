@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -21,11 +22,12 @@ void check_shape(const ColumnSums& s) {
   }
 }
 
-// Block (32, kLanes): 32 adjacent columns read coalesced; the lanes' sums meet in shared memory
-// and are added in lane order, so the grouping of the sum never changes.
-__global__ void sum_partial_columns_kernel(ColumnSums s) {
+// Block (32, kLanes) of column block `bx`: 32 adjacent columns read coalesced; the lanes' sums
+// meet in shared memory and are added in lane order, so the grouping of the sum never changes.
+// Both kernels below run this, so a batched sum has the bits of the single one.
+__device__ __forceinline__ void sum_column_block(const ColumnSums& s, int bx) {
   __shared__ float part[kLanes][33];
-  const int col = blockIdx.x * 32 + threadIdx.x;
+  const int col = bx * 32 + threadIdx.x;
   float t = 0.0f;
   if (col < s.cols) {
     // Unrolled so several loads are in flight; the additions stay in row order.
@@ -43,6 +45,22 @@ __global__ void sum_partial_columns_kernel(ColumnSums s) {
   *o = s.accumulate ? *o + sum : sum;
 }
 
+__global__ void sum_partial_columns_kernel(ColumnSums s) {
+  sum_column_block(s, blockIdx.x);
+}
+
+struct ColumnSumsBatch {
+  ColumnSums sums[kColumnSumsPerLaunch];
+};
+
+// One block row (blockIdx.y) per reduction; rows past a reduction's columns return at once.
+// __grid_constant__: the table is read in place, not copied to local memory per thread.
+__global__ void sum_partial_columns_batch_kernel(const __grid_constant__ ColumnSumsBatch b) {
+  const ColumnSums& s = b.sums[blockIdx.y];
+  if (int(blockIdx.x) * 32 >= s.cols) return;  // the whole block: no thread reaches the barrier
+  sum_column_block(s, blockIdx.x);
+}
+
 }  // namespace
 
 void sum_partial_columns(const ColumnSums& sums, cudaStream_t stream) {
@@ -51,6 +69,23 @@ void sum_partial_columns(const ColumnSums& sums, cudaStream_t stream) {
   if (blocks == 0) return;
   sum_partial_columns_kernel<<<blocks, dim3(32, kLanes), 0, stream>>>(sums);
   RY_CUDA_LAUNCHED();
+}
+
+void sum_partial_columns(const std::vector<ColumnSums>& batch, cudaStream_t stream) {
+  for (size_t first = 0; first < batch.size(); first += kColumnSumsPerLaunch) {
+    const size_t count = std::min(batch.size() - first, size_t(kColumnSumsPerLaunch));
+    ColumnSumsBatch b{};
+    int blocks = 0;
+    for (size_t i = 0; i < count; ++i) {
+      check_shape(batch[first + i]);
+      b.sums[i] = batch[first + i];
+      blocks = std::max(blocks, (b.sums[i].cols + 31) / 32);
+    }
+    if (blocks == 0) continue;
+    sum_partial_columns_batch_kernel<<<dim3(blocks, unsigned(count)), dim3(32, kLanes), 0,
+                                       stream>>>(b);
+    RY_CUDA_LAUNCHED();
+  }
 }
 
 }  // namespace railyard::cuda

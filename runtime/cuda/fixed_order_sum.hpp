@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
 namespace railyard::cuda {
 
 inline constexpr int kMaxColumnSumOutputs = 3;
@@ -20,5 +22,13 @@ struct ColumnSums {
 };
 
 void sum_partial_columns(const ColumnSums& sums, cudaStream_t stream);
+
+// Several second passes in one launch (kColumnSumsPerLaunch a launch; more take more launches),
+// each summed exactly as sum_partial_columns sums it, so with the same bits: for reductions
+// whose outputs nothing reads before the last of them is due (gradients only the optimizer
+// reads), deferred to save a launch each. Each keeps its own partials until this runs, and no
+// two write the same output element.
+inline constexpr int kColumnSumsPerLaunch = 32;
+void sum_partial_columns(const std::vector<ColumnSums>& batch, cudaStream_t stream);
 
 }  // namespace railyard::cuda

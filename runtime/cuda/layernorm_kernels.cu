@@ -607,7 +607,8 @@ size_t layernorm_backward_partials(int N, int C) {
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, cudaStream_t stream) {
+                        bool accumulate, bool accumulate_params, cudaStream_t stream,
+                        std::vector<ColumnSums>* deferred) {
   bool fused_sum = dsum != nullptr;
   const int rows = layernorm_backward_first_pass<T>(fused_sum, dx, partials, dy, x, w, mean, rstd,
                                                     N, C, accumulate, stream);
@@ -620,8 +621,13 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
   sums.out[1] = db;
   sums.out[2] = fused_sum ? dsum : nullptr;
   sums.accumulate = accumulate_params;
+  const bool whole = dsum == nullptr || fused_sum;  // else bias_grad reuses the partials now
+  if (deferred != nullptr && whole) {
+    deferred->push_back(sums);
+    return;
+  }
   sum_partial_columns(sums, stream);
-  if (dsum != nullptr && !fused_sum) bias_grad(dsum, partials, dx, N, C, accumulate_params, stream);
+  if (!whole) bias_grad(dsum, partials, dx, N, C, accumulate_params, stream);
 }
 
 #define RY_INSTANTIATE(T)                                                                         \
@@ -629,7 +635,7 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
                                      int, cudaStream_t);                                          \
   template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
                                       const T*, const float*, const float*, int, int, bool, bool, \
-                                      cudaStream_t);
+                                      cudaStream_t, std::vector<ColumnSums>*);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

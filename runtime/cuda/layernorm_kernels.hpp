@@ -6,6 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <vector>
+
+#include "fixed_order_sum.hpp"
 
 namespace railyard::cuda {
 
@@ -25,10 +28,14 @@ size_t layernorm_backward_partials(int N, int C);
 // gradient of the Linear layer whose output gradient dx is (GPT's residual stream), without
 // reading dx again (rows too wide for a third slice of shared memory read it once more).
 // The parameter sums run in two fixed-order passes through `partials`
-// (layernorm_backward_partials(N, C) floats): the same bits every run.
+// (layernorm_backward_partials(N, C) floats): the same bits every run. With `deferred`, the
+// second pass is appended there instead of launched (sum_partial_columns of the batch later
+// gives the same bits; until then `partials` must stay untouched and dw, db, dsum unread),
+// except for rows too wide to fuse dsum, whose passes all run now.
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
-                        bool accumulate, bool accumulate_params, cudaStream_t stream);
+                        bool accumulate, bool accumulate_params, cudaStream_t stream,
+                        std::vector<ColumnSums>* deferred = nullptr);
 
 }  // namespace railyard::cuda

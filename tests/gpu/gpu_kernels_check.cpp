@@ -1,8 +1,10 @@
 // Every CUDA kernel of the engine against the CPU layers (railyard::cpu, in float64) on fresh
 // random inputs, in fp32 and bf16, with outputs poisoned before each run. Exit 77 without a GPU.
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "cross_entropy_kernels.hpp"
 #include "dtype.hpp"
 #include "embedding_kernels.hpp"
+#include "fixed_order_sum.hpp"
 #include "gelu_kernels.hpp"
 #include "gemm_pins.hpp"
 #include "gpu_check.hpp"
@@ -315,6 +318,90 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
                            x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
   r.same_bits(t + " dx column sums, twice", dsum.download(), ds1);
   r.same_bits(t + " backward dw with column sums, twice", dw.download(), dw1);
+}
+
+// One layernorm_backward of check_deferred_sums: its own inputs and partials, and two sets of
+// outputs (dw, db, dsum: [3][C], the same start) for its sums launched at once and deferred.
+template <typename T>
+struct DeferredCall {
+  int rows, C;
+  bool with_sum, acc;
+  DevArray<T> x, w, dy, dx;
+  DevArray<float> mean, rstd, partials, now, later;
+  std::vector<double> start;
+  DeferredCall(std::mt19937_64& rng, int rows_, int C_, bool sum, bool acc_)
+      : rows(rows_),
+        C(C_),
+        with_sum(sum),
+        acc(acc_),
+        x(size_t(rows_) * C_),
+        w(C_),
+        dy(x.n),
+        dx(x.n),
+        mean(rows_),
+        rstd(rows_),
+        partials(cuda::layernorm_backward_partials(rows_, C_)),
+        now(3 * size_t(C_)),
+        later(now.n) {
+    x.upload(random_vec(rng, x.n, 2.0f));
+    w.upload(random_vec(rng, w.n));
+    dy.upload(random_vec(rng, dy.n));
+    mean.upload(random_vec(rng, mean.n, 0.1f));
+    std::vector<float> r = random_vec(rng, rstd.n);
+    for (float& v : r) v = 0.5f + std::fabs(v);
+    rstd.upload(r);
+    const std::vector<float> v = random_vec(rng, now.n);  // what += adds to, = overwrites
+    start = now.upload(v);
+    later.upload(v);
+  }
+  void run(const DevArray<float>& out, std::vector<cuda::ColumnSums>* batch, cudaStream_t s) {
+    float* o = out.ptr();
+    cuda::layernorm_backward(dx.ptr(), o, o + C, with_sum ? o + 2 * C : nullptr, partials.ptr(),
+                             dy.ptr(), x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false,
+                             acc, s, batch);
+  }
+};
+
+// The engine's deferred second passes (kDeferColumnSums in cuda_engine.cpp): LayerNorm
+// backwards queue them, one sum_partial_columns of the batch runs them all. Against each
+// launched at once: every dw, db and dsum the same bits; a queued one leaves its outputs as they
+// were until the batch runs (else nothing was deferred). More backwards than one launch's table,
+// widths of one to four packs a lane, GPT-2's rows once, = and +=, with and without dsum, and
+// C = 2560 whose dsum is not fused (its passes run at once, queued or not).
+template <typename T>
+void check_deferred_sums(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  const std::string t = std::string(type_name<T>()) + " layernorm backward sums deferred";
+  const int widths[] = {768, 192, 1000, 512, 1280, 2560};
+  std::vector<std::unique_ptr<DeferredCall<T>>> calls;
+  for (int i = 0; i < cuda::kColumnSumsPerLaunch + 3; ++i) {
+    const int rows = i == 0 ? 2 * 3168 + 37 : i % 2 == 0 ? 333 : 37;
+    calls.push_back(
+        std::make_unique<DeferredCall<T>>(rng, rows, widths[i % 6], i % 3 != 2, i % 4 < 2));
+  }
+  for (auto& c : calls) c->run(c->now, nullptr, s);
+  std::vector<cuda::ColumnSums> batch;
+  std::vector<double> now, later, before, start;
+  for (auto& c : calls) {
+    const size_t queued = batch.size();
+    c->run(c->later, &batch, s);
+    const auto out = c->later.download();
+    before.insert(before.end(), out.begin(), out.end());
+    const bool deferred = batch.size() > queued;
+    const auto& expect = deferred ? c->start : c->now.download();
+    start.insert(start.end(), expect.begin(), expect.end());
+  }
+  r.same_bits(t + ": outputs untouched until the batch", before, start);
+  std::printf("     %s: %zu of %zu queued, %d a launch\n", t.c_str(), batch.size(), calls.size(),
+              cuda::kColumnSumsPerLaunch);
+  if (batch.size() <= size_t(cuda::kColumnSumsPerLaunch))
+    r.fail(t + ": fewer queued than a launch");
+  cuda::sum_partial_columns(batch, s);
+  for (auto& c : calls) {
+    const auto a = c->now.download(), b = c->later.download();
+    now.insert(now.end(), a.begin(), a.end());
+    later.insert(later.end(), b.begin(), b.end());
+  }
+  r.same_bits(t + " = at once (dw, db, dsum)", later, now);
 }
 
 template <typename T>
@@ -801,6 +888,7 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
+  check_deferred_sums<T>(r, rng, s);
   // The forward at one to four packs a lane (C = 1000: bf16's last on 29 of 32 lanes) and at
   // GPT-2's rows (bf16 three packs a lane).
   check_forward_shape<T>(r, rng, s, N, C);
