@@ -122,19 +122,27 @@ def largest_gaps(holes, api, top):
     return out
 
 
-def memset_figures(acts, holes):
+def memset_figures(acts, holes, is_memset=lambda a: a[3] == "memset"):
     """Memsets in a step (the libraries issue them, not the engine): their count, busy time, the
-    idle time next to them, and which kernels follow them."""
+    idle time next to them, and which kernels follow them (the library's kernel that needs it)."""
     after = collections.Counter()
     for i, a in enumerate(acts):
-        if a[3] == "memset":
-            nxt = next((b[2] for b in acts[i + 1:] if b[3] == "kernel"), "none")
+        if is_memset(a):
+            nxt = next((b[2] for b in acts[i + 1:] if b[3] == "kernel" and not is_memset(b)),
+                       "none")
             after[nxt] += 1
+    names = {a[2] for a in acts if is_memset(a)}
     return {"count": sum(after.values()),
-            "busy_us": us(sum(e - s for s, e, _, k in acts if k == "memset")),
+            "busy_us": us(sum(a[1] - a[0] for a in acts if is_memset(a))),
             "idle_us_next_to_them": us(sum(e - s for s, e, before, nxt in holes
-                                           if "memset" in (before, nxt))),
+                                           if before in names or nxt in names)),
             "followed_by": dict(after.most_common())}
+
+
+def graph_memset_kernel(a):
+    """A captured memset that the step's graphs run as a kernel (runtime/cuda/graph_memsets.cu),
+    the hoisted zeroing at a graph's head included."""
+    return a[3] == "kernel" and "memset_kernel(" in a[2]
 
 
 def step_figures(acts, api, top):
@@ -159,6 +167,7 @@ def step_figures(acts, api, top):
             "phases_ms": {p: ms(ns) for p, ns in phases.most_common()},
             "gap_us_before_phase": {p: us(ns) for p, ns in gaps_before.most_common()},
             "memsets": memset_figures(acts, holes),
+            "memset_kernels": memset_figures(acts, holes, graph_memset_kernel),
             "kernels_by_time": [{"name": n, "phase": phase(n), "launches": c, "total_us": us(ns)}
                                 for n, (c, ns) in sorted(kernels.items(), key=lambda k: (-k[1][1], k[0]))]}
 
@@ -182,7 +191,7 @@ def analyse(dev, api, skip, top):
     return {"steps": len(per_step), "skipped": skip, "median_step": med,
             "gaps_all_steps": gap_stats(all_holes),
             "per_step": [{k: v for k, v in s.items() if k not in ("largest_gaps", "kernels_by_time",
-                                                                  "memsets")}
+                                                                  "memsets", "memset_kernels")}
                          for s in per_step]}
 
 
@@ -208,10 +217,11 @@ def print_table(out):
         calls = ", ".join(f"{n} x{c}" for n, c in gap["runtime_calls"].items()) or "none"
         print(f"  {gap['us']:8.1f}  {gap['after_kernel'][:50]} -> {gap['before_kernel'][:50]}"
               f"  [{calls}]")
-    ms_ = m["memsets"]
-    print(f"memsets: {ms_['count']}, busy {ms_['busy_us']:.1f} us, idle next to them "
-          f"{ms_['idle_us_next_to_them']:.1f} us; followed by: " + ", ".join(
-              f"{n[:60]} x{c}" for n, c in ms_["followed_by"].items()))
+    for key, what in (("memsets", "memsets"), ("memset_kernels", "memsets as kernels")):
+        ms_ = m[key]
+        print(f"{what}: {ms_['count']}, busy {ms_['busy_us']:.1f} us, idle next to them "
+              f"{ms_['idle_us_next_to_them']:.1f} us; followed by: " + ", ".join(
+                  f"{n[:60]} x{c}" for n, c in ms_["followed_by"].items()))
     print("every kernel of the median step, by busy time (us, launches, phase):")
     for k in m["kernels_by_time"]:
         print(f"  {k['total_us']:9.1f} {k['launches']:4d}  {k['phase']:11s} {k['name'][:90]}")

@@ -128,6 +128,22 @@ class StepTimeline(unittest.TestCase):
         self.assertEqual(m["followed_by"], {"layernorm_forward": 1})
         self.assertEqual(m["idle_us_next_to_them"], 0.2)
 
+    def test_memsets_as_kernels_and_the_kernels_after_them(self):
+        doc = timeline()
+        # The graphs' memsets run as kernels: one in the same hole, one at the step's head (the
+        # hoisted zeroing, followed by the embedding); a real memset is not counted among them.
+        name = "railyard::cuda::(anonymous namespace)::memset_kernel(char*, unsigned long)"
+        doc["records"].insert(-1, rec(name, 40000 + 1000 + 4150, 40000 + 1000 + 4250))
+        doc["records"].insert(-1, rec(name, 40000 + 1000 + 100, 40000 + 1000 + 200))
+        doc["records"].insert(-1, rec("memset", 40000 + 1000 + 6100, 40000 + 1000 + 6200, "memset"))
+        steps = st.cut_steps(st.load(self.write(doc))[0])
+        holes = st.busy_and_holes(steps[-1])[1]
+        m = st.memset_figures(steps[-1], holes, st.graph_memset_kernel)
+        self.assertEqual(m["count"], 2)
+        self.assertEqual(m["busy_us"], 0.2)
+        self.assertEqual(m["followed_by"], {"embedding_forward_kernel": 1, "layernorm_forward": 1})
+        self.assertIn("memset_kernels", self.analyse(doc)["median_step"])
+
     def test_warm_up_steps_are_left_out_and_the_median_step_is_by_wall(self):
         doc = timeline(steps=4)
         for r in doc["records"]:  # the second step's final AdamW starts 0.3 us late
