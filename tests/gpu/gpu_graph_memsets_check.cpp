@@ -225,8 +225,8 @@ void check_products(gpu_check::Report& r) {
   const size_t in_slots = memsets_in(g, mm.slot_arena(), mm.slot_arena_bytes());
   const size_t hoisted = cuda::hoist_scratch_memsets(g, mm.slot_arena(), mm.slot_arena_bytes());
   cuda::replace_small_memsets(g);
-  std::printf("products: %zu memset node(s), %zu in workspace slots, %zu hoisted\n", all, in_slots,
-              hoisted);
+  std::printf("products: %zu memset node(s), %zu in workspace slots, %zu hoisted, %zu elsewhere\n",
+              all, in_slots, hoisted, all - in_slots);
   if (hoisted != in_slots || (cuda::kWorkspaceSlots && hoisted == 0)) {
     r.fail("products: every memset in the slots hoisted (none there: nothing to gain)");
   }
