@@ -854,6 +854,8 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   const AttentionShape shape{B, Tn, H_, C_ / H_};
   Matmul& mm = *mm_;
   const size_t n4 = size_t(N) * 4 * C_;
+  // A capture that failed part-way (StepGraphs then reruns this eagerly) may have left some queued.
+  pending_sums_.clear();
   std::vector<ColumnSums>* later = kDeferColumnSums ? &pending_sums_ : nullptr;
   int ln = 0;  // LayerNorm backwards so far: each its own partials (kDeferColumnSums)
   // The final LayerNorm (the LM head's backward ran with the loss). Each LayerNorm backward also
