@@ -141,12 +141,12 @@ class CudaEngine final : public Engine {
   // Offsets in the allocation plan of the step's state (weights, gradients, moments, inputs,
   // losses) and of the buffers outside the layers (final LayerNorm, logits and scratch).
   struct StateOffsets {
-    size_t master, grads, m, v, decay, compute, rs, norm, clip, step_tok, step_tgt, loss;
-    std::array<size_t, 2> tok, tgt;
+    size_t master, grads, m, v, decay, compute, rs, norm, clip, step_batch, loss;
+    std::array<size_t, 2> batch;
   };
   struct ScratchOffsets {
     size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
-        partials, wb_prod, norm_slots, embed;
+        partials, wb_prod, norm_slots;
   };
   void plan_memory();
   StateOffsets plan_state(AllocationPlan& plan) const;
@@ -200,7 +200,7 @@ class CudaEngine final : public Engine {
   // later shape can replace under a graph that still points at it).
   void run_phase(Phase phase, int B, int Tn, bool acc, float scale,
                  const std::function<void()>& launch);
-  // The batch to the device, into the fixed buffers tokens_ and targets_.
+  // The batch and its token order to the device, into the fixed buffer batch_.
   void stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets);
   // Queues the copy of the per-position losses to the host; the event losses_ready_ marks it
   // (recorded outside the step's graphs: the host waits on it); sum_losses waits for it alone.
@@ -235,10 +235,12 @@ class CudaEngine final : public Engine {
   bf16* reduce_scratch_ = nullptr;
   double* norm_acc_ = nullptr;
   float* clip_scale_ = nullptr;
-  std::array<int32_t*, 2> token_slots_{}, target_slots_{};  // the input pipeline's
-  // The batch being computed, copied from the pipeline's slot: fixed addresses, so the step's
-  // graphs do not depend on the slot.
+  std::array<int32_t*, 2> batch_slots_{};  // the input pipeline's
+  // The batch being computed (the rows of input_pipeline.hpp's BatchRow), copied from the
+  // pipeline's slot: fixed addresses, so the step's graphs do not depend on the slot.
+  int32_t* batch_ = nullptr;
   int32_t *tokens_ = nullptr, *targets_ = nullptr;
+  uint32_t *sorted_tokens_ = nullptr, *sorted_positions_ = nullptr;
   float* losses_ = nullptr;
 
   std::vector<LayerActs<T>> acts_;
@@ -258,7 +260,6 @@ class CudaEngine final : public Engine {
   // into the weight and bias gradients.
   float* wb_prod_ = nullptr;
   double* norm_slots_ = nullptr;
-  void* embed_scratch_ = nullptr;
   // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
   // saves clearing the whole buffer every step.
   bool overwrite_grads_ = false;
@@ -309,7 +310,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   describe_ += fc_forward_description();
   plan_memory();
   describe_ += attention_description();
-  input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, token_slots_, target_slots_);
+  input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, V_, batch_slots_);
   graphs_ =
       std::make_unique<StepGraphs>(opts_.cuda_graphs, mm_->slot_arena(), mm_->slot_arena_bytes());
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
@@ -481,12 +482,11 @@ typename CudaEngine<T>::StateOffsets CudaEngine<T>::plan_state(AllocationPlan& p
   so.rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
   so.norm = plan.add("norm accumulator", sizeof(double));
   so.clip = plan.add("clip factor", sizeof(float));
+  const size_t batch_bytes = kBatchRows * N * sizeof(int32_t);
   for (int k = 0; k < 2; ++k) {
-    so.tok[k] = plan.add("tokens", N * sizeof(int32_t));
-    so.tgt[k] = plan.add("targets", N * sizeof(int32_t));
+    so.batch[k] = plan.add("tokens, targets, token order", batch_bytes);
   }
-  so.step_tok = plan.add("tokens", N * sizeof(int32_t));
-  so.step_tgt = plan.add("targets", N * sizeof(int32_t));
+  so.step_batch = plan.add("tokens, targets, token order", batch_bytes);
   so.loss = plan.add("losses", N * f);
   return so;
 }
@@ -506,12 +506,13 @@ void CudaEngine<T>::bind_state(const StateOffsets& so) {
   reduce_scratch_ = opts_.reduce_bf16 ? mem_.as<bf16>(so.rs) : nullptr;
   norm_acc_ = mem_.as<double>(so.norm);
   clip_scale_ = mem_.as<float>(so.clip);
-  for (int k = 0; k < 2; ++k) {
-    token_slots_[k] = mem_.as<int32_t>(so.tok[k]);
-    target_slots_[k] = mem_.as<int32_t>(so.tgt[k]);
-  }
-  tokens_ = mem_.as<int32_t>(so.step_tok);
-  targets_ = mem_.as<int32_t>(so.step_tgt);
+  for (int k = 0; k < 2; ++k) batch_slots_[k] = mem_.as<int32_t>(so.batch[k]);
+  const size_t N = size_t(Bmax_) * Tmax_;
+  batch_ = mem_.as<int32_t>(so.step_batch);
+  tokens_ = batch_ + kTokensRow * N;
+  targets_ = batch_ + kTargetsRow * N;
+  sorted_tokens_ = reinterpret_cast<uint32_t*>(batch_ + kSortedTokensRow * N);
+  sorted_positions_ = reinterpret_cast<uint32_t*>(batch_ + kSortedPositionsRow * N);
   losses_ = mem_.as<float>(so.loss);
 }
 
@@ -557,7 +558,6 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
       plan.add("scratch: weight and bias gradient product", size_t(4) * C_ * size_t(ln_ld_) * f);
   sc.norm_slots = plan.add("scratch: norm slots",
                            grad_sumsq_slots(padded_, grad_sumsq_full_blocks()) * sizeof(double));
-  sc.embed = plan.add("scratch: embedding sort", embedding_backward_scratch_bytes(int(N), V_));
   return sc;
 }
 
@@ -585,7 +585,6 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   partials_stride_ = partials_stride(size_t(Bmax_) * Tmax_);
   wb_prod_ = mem_.as<float>(sc.wb_prod);
   norm_slots_ = mem_.as<double>(sc.norm_slots);
-  embed_scratch_ = mem_.as<void>(sc.embed);
 }
 
 template <typename T>
@@ -722,8 +721,8 @@ void CudaEngine<T>::forward(int B, int Tn) {
     // The layer's output feeds the next LayerNorm: the next layer's ln1, or lnf.
     if (l + 1 < L_) {
       LayerActs<T>& n = acts_[l + 1];
-      mm.linear_forward(n.resid, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_, nullptr,
-                        0, a.resid_mid);
+      mm.linear_forward(n.resid, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_, nullptr, 0,
+                        a.resid_mid);
       layernorm_forward(n.ln1, n.ln1_mean, n.ln1_rstd, n.resid, w(lp_[l + 1].ln1w),
                         w(lp_[l + 1].ln1b), N, C_, ln_ld_, stream_);
     } else {
@@ -906,7 +905,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   }
   sum_pending();  // without the exchange, every one queued: one launch for the whole backward
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
-  embedding_backward(g(wte_), g(wpe_), embed_scratch_, dresid_, tokens_, B, Tn, C_, V_, acc,
+  embedding_backward(g(wte_), g(wpe_), dresid_, sorted_tokens_, sorted_positions_, B, Tn, C_, acc,
                      stream_);
   if (exchange) exchange_->launch(embedding_bucket(), stream_);
 }
@@ -945,10 +944,10 @@ void CudaEngine<T>::run_phase(Phase phase, int B, int Tn, bool acc, float scale,
 
 template <typename T>
 void CudaEngine<T>::stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets) {
-  const auto [tok, tgt] = input_->stage(tokens, targets, stream_);
-  const size_t bytes = tokens.size() * sizeof(int32_t);
-  RY_CUDA(cudaMemcpyAsync(tokens_, tok, bytes, cudaMemcpyDeviceToDevice, stream_));
-  RY_CUDA(cudaMemcpyAsync(targets_, tgt, bytes, cudaMemcpyDeviceToDevice, stream_));
+  const int32_t* slot = input_->stage(tokens, targets, stream_);
+  const size_t pitch = size_t(Bmax_) * Tmax_ * sizeof(int32_t);
+  RY_CUDA(cudaMemcpy2DAsync(batch_, pitch, slot, pitch, tokens.size() * sizeof(int32_t), kBatchRows,
+                            cudaMemcpyDeviceToDevice, stream_));
 }
 
 template <typename T>

@@ -1,5 +1,3 @@
-#include <cub/device/device_radix_sort.cuh>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -30,11 +28,6 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T*
     for (int k = 0; k < kN; ++k) o.v[k] = from_f<T>(to_f(a.v[k]) + to_f(b.v[k]));
     store_pack(out + e, o);
   }
-}
-
-__global__ void iota_kernel(uint32_t* out, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = static_cast<uint32_t>(i);
 }
 
 constexpr int kBlockWarps = 8;  // at most, per block of the wte backward: whole entries each
@@ -133,39 +126,6 @@ __global__ void embedding_wpe_backward_kernel(float* dwpe, const T* dout, int B,
   }
 }
 
-// The scratch of the backward pass: positions, sorted keys and positions, then CUB's own.
-struct SortScratch {
-  uint32_t *pos_in, *keys_out, *pos_out;
-  void* temp;
-  size_t temp_bytes;
-};
-
-size_t align256(size_t n) {
-  return (n + 255) / 256 * 256;
-}
-
-int key_bits(int vocab) {
-  int bits = 1;
-  while (bits < 32 && (uint32_t(1) << bits) < uint32_t(vocab)) ++bits;
-  return bits;
-}
-
-size_t sort_temp_bytes(int N, int vocab) {
-  size_t bytes = 0;
-  RY_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const uint32_t*>(nullptr),
-                                          static_cast<uint32_t*>(nullptr),
-                                          static_cast<const uint32_t*>(nullptr),
-                                          static_cast<uint32_t*>(nullptr), N, 0, key_bits(vocab)));
-  return bytes;
-}
-
-SortScratch carve(void* scratch, int N, int vocab) {
-  char* p = static_cast<char*>(scratch);
-  const size_t a = align256(size_t(N) * sizeof(uint32_t));
-  return {reinterpret_cast<uint32_t*>(p), reinterpret_cast<uint32_t*>(p + a),
-          reinterpret_cast<uint32_t*>(p + 2 * a), p + 3 * a, sort_temp_bytes(N, vocab)};
-}
-
 int blocks_for(size_t n, int threads) {
   size_t b = (n + threads - 1) / threads;
   return static_cast<int>(b < 65536 ? b : 65536);
@@ -174,12 +134,12 @@ int blocks_for(size_t n, int threads) {
 // Warps per sorted entry: one pack per thread where the row fits a block, whole entries per
 // block.
 template <typename T>
-void launch_wte_backward(float* dwte, const T* dout, const SortScratch& s, int N, int C,
-                         cudaStream_t stream) {
+void launch_wte_backward(float* dwte, const T* dout, const uint32_t* keys, const uint32_t* pos,
+                         int N, int C, cudaStream_t stream) {
   const int warps = std::min((C / Pack<T>::kN + 31) / 32, kBlockWarps);
   const int entries = kBlockWarps / warps, blocks = (N + entries - 1) / entries;
-  embedding_wte_backward_kernel<<<blocks, entries * warps * 32, 0, stream>>>(
-      dwte, dout, s.keys_out, s.pos_out, N, C, warps);
+  embedding_wte_backward_kernel<<<blocks, entries * warps * 32, 0, stream>>>(dwte, dout, keys, pos,
+                                                                             N, C, warps);
   RY_CUDA_LAUNCHED();
 }
 
@@ -207,35 +167,23 @@ void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe
   RY_CUDA_LAUNCHED();
 }
 
-size_t embedding_backward_scratch_bytes(int N, int vocab) {
-  return 3 * align256(size_t(N) * sizeof(uint32_t)) + sort_temp_bytes(N, vocab);
-}
-
 template <typename T>
-void embedding_backward(float* dwte, float* dwpe, void* scratch, const T* dout,
-                        const int32_t* tokens, int B, int Tn, int C, int vocab, bool accumulate_wpe,
+void embedding_backward(float* dwte, float* dwpe, const T* dout, const uint32_t* sorted_tokens,
+                        const uint32_t* sorted_positions, int B, int Tn, int C, bool accumulate_wpe,
                         cudaStream_t stream) {
   require_whole_packs<T>("embedding_backward", C);
-  const int N = B * Tn;
-  SortScratch s = carve(scratch, N, vocab);
-  iota_kernel<<<(N + 255) / 256, 256, 0, stream>>>(s.pos_in, N);
-  RY_CUDA_LAUNCHED();
-  // Tokens were checked to lie in [0, vocab) on the host: as unsigned keys they sort the same.
-  RY_CUDA(cub::DeviceRadixSort::SortPairs(s.temp, s.temp_bytes,
-                                          reinterpret_cast<const uint32_t*>(tokens), s.keys_out,
-                                          s.pos_in, s.pos_out, N, 0, key_bits(vocab), stream));
-  launch_wte_backward(dwte, dout, s, N, C, stream);
+  launch_wte_backward(dwte, dout, sorted_tokens, sorted_positions, B * Tn, C, stream);
   const size_t pack_threads = size_t(Tn) * C / Pack<T>::kN;
   embedding_wpe_backward_kernel<<<static_cast<int>((pack_threads + 255) / 256), 256, 0, stream>>>(
       dwpe, dout, B, Tn, C, accumulate_wpe);
   RY_CUDA_LAUNCHED();
 }
 
-#define RY_INSTANTIATE(T)                                                                        \
-  template void embedding_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int,      \
-                                     cudaStream_t);                                              \
-  template void embedding_backward<T>(float*, float*, void*, const T*, const int32_t*, int, int, \
-                                      int, int, bool, cudaStream_t);
+#define RY_INSTANTIATE(T)                                                                         \
+  template void embedding_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int,       \
+                                     cudaStream_t);                                               \
+  template void embedding_backward<T>(float*, float*, const T*, const uint32_t*, const uint32_t*, \
+                                      int, int, int, bool, cudaStream_t);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

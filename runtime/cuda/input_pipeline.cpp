@@ -8,12 +8,11 @@
 
 namespace railyard::cuda {
 
-InputPipeline::InputPipeline(size_t max_positions, std::array<int32_t*, 2> device_tokens,
-                             std::array<int32_t*, 2> device_targets)
-    : max_(max_positions), d_tokens_(device_tokens), d_targets_(device_targets) {
+InputPipeline::InputPipeline(size_t max_positions, int vocab, std::array<int32_t*, 2> device_slots)
+    : max_(max_positions), order_(vocab), d_slots_(device_slots) {
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   for (int k = 0; k < 2; ++k) {
-    host_[k] = PinnedBuffer(2 * max_positions * sizeof(int32_t));
+    host_[k] = PinnedBuffer(kBatchRows * max_positions * sizeof(int32_t));
     RY_CUDA(cudaEventCreateWithFlags(&copied_[k], cudaEventDisableTiming));
     RY_CUDA(cudaEventCreateWithFlags(&released_[k], cudaEventDisableTiming));
   }
@@ -27,9 +26,8 @@ InputPipeline::~InputPipeline() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-std::pair<const int32_t*, const int32_t*> InputPipeline::stage(std::span<const int32_t> tokens,
-                                                               std::span<const int32_t> targets,
-                                                               cudaStream_t compute) {
+const int32_t* InputPipeline::stage(std::span<const int32_t> tokens,
+                                    std::span<const int32_t> targets, cudaStream_t compute) {
   size_t n = tokens.size();
   if (n > max_ || targets.size() != n) {
     throw std::invalid_argument("CUDA engine: a batch of " + std::to_string(n) + " tokens and " +
@@ -44,15 +42,17 @@ std::pair<const int32_t*, const int32_t*> InputPipeline::stage(std::span<const i
   RY_CUDA(cudaEventSynchronize(copied_[k]));
   int32_t* h = host_[k].as<int32_t>();
   std::memcpy(h, tokens.data(), n * sizeof(int32_t));
-  std::memcpy(h + max_, targets.data(), n * sizeof(int32_t));
+  std::memcpy(h + kTargetsRow * max_, targets.data(), n * sizeof(int32_t));
+  order_.sort(tokens, reinterpret_cast<uint32_t*>(h + kSortedTokensRow * max_),
+              reinterpret_cast<uint32_t*>(h + kSortedPositionsRow * max_));
   // The slot may still be read by work queued two batches ago.
   RY_CUDA(cudaStreamWaitEvent(stream_, released_[k], 0));
-  RY_CUDA(cudaMemcpyAsync(d_tokens_[k], h, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  RY_CUDA(cudaMemcpyAsync(d_targets_[k], h + max_, n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                          stream_));
+  const size_t pitch = max_ * sizeof(int32_t);
+  RY_CUDA(cudaMemcpy2DAsync(d_slots_[k], pitch, h, pitch, n * sizeof(int32_t), kBatchRows,
+                            cudaMemcpyHostToDevice, stream_));
   RY_CUDA(cudaEventRecord(copied_[k], stream_));
   RY_CUDA(cudaStreamWaitEvent(compute, copied_[k], 0));
-  return {d_tokens_[k], d_targets_[k]};
+  return d_slots_[k];
 }
 
 }  // namespace railyard::cuda

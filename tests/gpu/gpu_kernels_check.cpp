@@ -1,10 +1,12 @@
 // Every CUDA kernel of the engine against the CPU layers (railyard::cpu, in float64) on fresh
 // random inputs, in fp32 and bf16, with outputs poisoned before each run. Exit 77 without a GPU.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +30,7 @@
 #include "ones_column_kernels.hpp"
 #include "railyard/adamw.hpp"
 #include "railyard/cpu_kernels.hpp"
+#include "token_order.hpp"
 
 using namespace railyard;
 using namespace railyard::gpu_check;
@@ -118,8 +121,8 @@ void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_
 // projections: I = C and 4C, O = C): Y = X W^T + b + R against float64, R left as it was, and
 // the same bits twice.
 template <typename T>
-void check_linear_residual(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s,
-                           int I, int O) {
+void check_linear_residual(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s, int I,
+                           int O) {
   const std::string t =
       std::string(type_name<T>()) + " linear forward + residual (I=" + std::to_string(I) + ")";
   DevArray<T> x(size_t(N) * I), w(size_t(O) * I), b(O), res(size_t(N) * O), y(size_t(N) * O);
@@ -417,6 +420,58 @@ void check_gelu(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.check(t + " gelu forward (--recompute)", y.download(), ry, tol<T>());
 }
 
+// The batch's token order as the engine stages it (TokenOrder, on the host), on the device.
+struct StagedOrder {
+  std::vector<uint32_t> tokens, positions;
+  DeviceBuffer d_tokens, d_positions;
+};
+
+// The order must be that of a stable sort by token: the order CUB's stable radix sort gave on
+// the GPU before the host took it over, so the same sums in the same order.
+StagedOrder stage_order(Report& r, const std::string& what, const std::vector<int32_t>& tok,
+                        int vocab) {
+  const size_t n = tok.size();
+  StagedOrder o{std::vector<uint32_t>(n), std::vector<uint32_t>(n), DeviceBuffer(n * 4),
+                DeviceBuffer(n * 4)};
+  cuda::TokenOrder(vocab).sort(tok, o.tokens.data(), o.positions.data());
+  std::vector<uint32_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return tok[a] < tok[b]; });
+  std::vector<double> got(2 * n), want(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    got[i] = o.positions[i], got[n + i] = o.tokens[i];
+    want[i] = idx[i], want[n + i] = tok[idx[i]];
+  }
+  r.same_bits(what + " order = stable sort by token", got, want);
+  RY_CUDA(cudaMemcpy(o.d_tokens.as<void>(), o.tokens.data(), n * 4, cudaMemcpyHostToDevice));
+  RY_CUDA(cudaMemcpy(o.d_positions.as<void>(), o.positions.data(), n * 4, cudaMemcpyHostToDevice));
+  return o;
+}
+
+// dwte as the kernel must sum it: per run of a token, its rows of dout in the staged order, in
+// fp32 from zero, then added to the row's value before. Equal bits prove the summation order.
+std::vector<double> wte_in_order(std::vector<double> wte, const std::vector<double>& dout,
+                                 const StagedOrder& o, int c) {
+  const size_t n = o.tokens.size();
+  for (size_t i = 0, end = 0; i < n; i = end) {
+    while (end < n && o.tokens[end] == o.tokens[i]) ++end;
+    for (int k = 0; k < c; ++k) {
+      float s = 0.0f;
+      for (size_t j = i; j < end; ++j) s += float(dout[size_t(o.positions[j]) * c + k]);
+      double& w = wte[size_t(o.tokens[i]) * c + k];
+      w = double(float(w) + s);
+    }
+  }
+  return wte;
+}
+
+template <typename T>
+void embedding_backward(float* dwte, float* dwpe, const T* dout, const StagedOrder& o, int b,
+                        int tn, int c, bool acc, cudaStream_t s) {
+  cuda::embedding_backward(dwte, dwpe, dout, o.d_tokens.as<uint32_t>(),
+                           o.d_positions.as<uint32_t>(), b, tn, c, acc, s);
+}
+
 template <typename T>
 void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   std::string t = type_name<T>();
@@ -438,11 +493,13 @@ void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   auto hdo = dout.upload(random_vec(rng, dout.n));
   auto hdwte = dwte.upload(random_vec(rng, dwte.n));
   auto hdwpe = dwpe.upload(random_vec(rng, dwpe.n));
-  DeviceBuffer scratch(cuda::embedding_backward_scratch_bytes(N, V));
-  cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), scratch.as<void>(), dout.ptr(),
-                           dtok.as<int32_t>(), B, Tn, C, V, true, s);
+  const StagedOrder o = stage_order(r, t + " embedding", tok, V);
+  const std::vector<double> exact = wte_in_order(hdwte, hdo, o, C);
+  embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, B, Tn, C, true, s);
   cpu::encoder_backward<double>(hdwte.data(), hdwpe.data(), hdo.data(), tok.data(), B, Tn, C);
-  r.check(t + " embedding backward wte (fp32, +=)", dwte.download(), hdwte, 1e-5);
+  const std::vector<double> got = dwte.download();
+  r.check(t + " embedding backward wte (fp32, +=)", got, hdwte, 1e-5);
+  r.same_bits(t + " embedding backward wte (+=), fp32 in order", got, exact);
   r.check(t + " embedding backward wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
   // wpe overwritten (first micro-step); wte from zero twice: the same bits.
   std::vector<double> zwte(dwte.n, 0.0), zwpe(dwpe.n, 0.0);
@@ -451,8 +508,7 @@ void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   for (int k = 0; k < 2; ++k) {
     RY_CUDA(cudaMemset(dwte.ptr(), 0, dwte.n * sizeof(float)));
     dwpe.poison();
-    cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), scratch.as<void>(), dout.ptr(),
-                             dtok.as<int32_t>(), B, Tn, C, V, false, s);
+    embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, B, Tn, C, false, s);
     runs.push_back(dwte.download());
     if (k == 0) r.check(t + " embedding backward wpe (fp32, =)", dwpe.download(), zwpe, 1e-5);
   }
@@ -461,38 +517,51 @@ void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
 }
 
 // The embedding backward at another width (warps per token: 3 at GPT-2's C = 768 in bf16, 6 in
-// fp32; wider than a block of 8 warps: several packs per thread), with runs longer than one
-// ballot of 32 keys and longer than the rows loaded at once, and the largest id's run ending at
-// the last sorted entry.
+// fp32; wider than a block of 8 warps: several packs per thread) on the batch `tok` of b x tn
+// (runs longer than one ballot of 32 keys and than the rows loaded at once, the largest id's run
+// ending at the last sorted entry; or one token 9% of the batch).
 template <typename T>
 void check_embedding_backward_width(Report& r, std::mt19937_64& rng, cudaStream_t s, int b, int tn,
-                                    int c) {
+                                    int c, const std::vector<int32_t>& tok,
+                                    const std::string& tokens) {
   const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(c) + " embedding";
   const int n = b * tn;
-  std::vector<int32_t> tok(n);
-  std::uniform_int_distribution<int> pick(0, V - 1);
-  for (int i = 0; i < n; ++i) tok[i] = i % 4 == 0 ? 5 : i % 4 == 1 ? V - 1 : pick(rng);
-  DeviceBuffer dtok(n * sizeof(int32_t));
-  RY_CUDA(cudaMemcpy(dtok.as<int32_t>(), tok.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice));
   DevArray<T> dout(size_t(n) * c);
   DevArray<float> dwte(size_t(Vp) * c), dwpe(size_t(tn) * c);
   auto hdo = dout.upload(random_vec(rng, dout.n));
   auto hdwte = dwte.upload(random_vec(rng, dwte.n));
   auto hdwpe = dwpe.upload(random_vec(rng, dwpe.n));
-  DeviceBuffer scratch(cuda::embedding_backward_scratch_bytes(n, V));
-  cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), scratch.as<void>(), dout.ptr(),
-                           dtok.as<int32_t>(), b, tn, c, V, true, s);
+  const StagedOrder o = stage_order(r, t + " " + tokens, tok, V);
+  const std::vector<double> exact = wte_in_order(hdwte, hdo, o, c);
+  embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, b, tn, c, true, s);
   cpu::encoder_backward<double>(hdwte.data(), hdwpe.data(), hdo.data(), tok.data(), b, tn, c);
-  r.check(t + " backward wte (fp32, +=, long runs)", dwte.download(), hdwte, 1e-5);
+  const std::vector<double> got = dwte.download();
+  r.check(t + " backward wte (fp32, +=, " + tokens + ")", got, hdwte, 1e-5);
+  r.same_bits(t + " backward wte (+=, " + tokens + "), fp32 in order", got, exact);
   r.check(t + " backward wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
   std::vector<std::vector<double>> runs;
   for (int k = 0; k < 2; ++k) {
     RY_CUDA(cudaMemset(dwte.ptr(), 0, dwte.n * sizeof(float)));
-    cuda::embedding_backward(dwte.ptr(), dwpe.ptr(), scratch.as<void>(), dout.ptr(),
-                             dtok.as<int32_t>(), b, tn, c, V, false, s);
+    embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, b, tn, c, false, s);
     runs.push_back(dwte.download());
   }
-  r.same_bits(t + " backward wte, twice", runs[1], runs[0]);
+  r.same_bits(t + " backward wte (" + tokens + "), twice", runs[1], runs[0]);
+}
+
+// Tokens 5 and V - 1 a quarter of the batch each (long runs, the last id's run last), or
+// `common` 9% of the batch (a skewed batch, as a frequent word makes it); the rest uniform.
+std::vector<int32_t> embedding_tokens(std::mt19937_64& rng, int n, bool skewed) {
+  std::vector<int32_t> tok(n);
+  std::uniform_int_distribution<int> pick(0, V - 1);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int i = 0; i < n; ++i) {
+    if (skewed) {
+      tok[i] = u(rng) < 0.09 ? 11 : pick(rng);
+    } else {
+      tok[i] = i % 4 == 0 ? 5 : i % 4 == 1 ? V - 1 : pick(rng);
+    }
+  }
+  return tok;
 }
 
 template <typename T>
@@ -787,8 +856,8 @@ void check_pinned_fc2_dgelu(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, c
 void check_split_ones_column(Report& r, std::mt19937_64& rng, cudaStream_t s, int O, int I,
                              size_t dw_offset) {
   const int ld = cuda::ones_column_ld(I);
-  const std::string t = "split ones-column product " + std::to_string(O) + "x" +
-                        std::to_string(I) + (dw_offset ? " (dw off 16 B)" : "");
+  const std::string t = "split ones-column product " + std::to_string(O) + "x" + std::to_string(I) +
+                        (dw_offset ? " (dw off 16 B)" : "");
   DevArray<float> prod(size_t(O) * ld), dw(size_t(O) * I + dw_offset), db(O);
   const auto hp = prod.upload(random_vec(rng, prod.n));
   for (bool acc : {false, true}) {
@@ -897,8 +966,13 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_forward_shape<T>(r, rng, s, 2 * 3168 + 37, 768);
   check_gelu<T>(r, rng, s);
   check_embedding<T>(r, rng, s);
-  check_embedding_backward_width<T>(r, rng, s, 4, 64, 768);   // GPT-2's width, runs of 64
-  check_embedding_backward_width<T>(r, rng, s, 2, 64, 2560);  // more packs than threads
+  // GPT-2's width, runs of 64; more packs than threads; GPT-2's batch with one token 9% of it.
+  check_embedding_backward_width<T>(r, rng, s, 4, 64, 768, embedding_tokens(rng, 256, false),
+                                    "long runs");
+  check_embedding_backward_width<T>(r, rng, s, 2, 64, 2560, embedding_tokens(rng, 128, false),
+                                    "long runs");
+  check_embedding_backward_width<T>(r, rng, s, 16, 1024, 768, embedding_tokens(rng, 16384, true),
+                                    "9% one token");
   check_attention<T>(r, rng, mm, s);
   check_cross_entropy<T>(r, rng, s, N, V, Vp);
   // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two blocks per multiprocessor, fp32
