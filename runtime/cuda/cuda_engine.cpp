@@ -721,8 +721,8 @@ void CudaEngine<T>::forward(int B, int Tn) {
     // The layer's output feeds the next LayerNorm: the next layer's ln1, or lnf.
     if (l + 1 < L_) {
       LayerActs<T>& n = acts_[l + 1];
-      mm.linear_forward(n.resid, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_, nullptr, 0,
-                        a.resid_mid);
+      mm.linear_forward(n.resid, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_, nullptr,
+                        0, a.resid_mid);
       layernorm_forward(n.ln1, n.ln1_mean, n.ln1_rstd, n.resid, w(lp_[l + 1].ln1w),
                         w(lp_[l + 1].ln1b), N, C_, ln_ld_, stream_);
     } else {
