@@ -47,8 +47,8 @@ template <class LayoutA, class LayoutB, class LayoutD, class Tile, class Cluster
 struct Gemm {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, kAlign, Bf16,
-      LayoutD, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, kAlign,
+      Bf16, LayoutD, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
   // The mainloop takes the shared memory the epilogue leaves for as many stages as fit.
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA, kAlign, Bf16, LayoutB,

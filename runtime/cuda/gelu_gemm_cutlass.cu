@@ -38,7 +38,9 @@ struct CutlassGeluForward::Kernel {
   sm90::Launcher<Gemm> launcher{kName, "cuBLASLt's GELU epilogue"};
 };
 
-bool CutlassGeluForward::supports(int device) { return sm90::is_sm90(device); }
+bool CutlassGeluForward::supports(int device) {
+  return sm90::is_sm90(device);
+}
 
 CutlassGeluForward::CutlassGeluForward() : kernel_(std::make_unique<Kernel>()) {}
 

@@ -61,7 +61,9 @@ const char* CutlassResidualForward::name(Tile t) {
   return "CUTLASS residual forward (unknown tile)";
 }
 
-bool CutlassResidualForward::supports(int device) { return sm90::is_sm90(device); }
+bool CutlassResidualForward::supports(int device) {
+  return sm90::is_sm90(device);
+}
 
 CutlassResidualForward::CutlassResidualForward(Tile tile) : tile_(tile) {
   switch (tile) {

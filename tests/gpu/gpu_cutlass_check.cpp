@@ -91,25 +91,14 @@ void check_same_bits(Report& r, const std::string& what, Operands& op,
   op.run(k, nullptr);
   r.same_bits(what + " Y, twice", op.y.download(), y1);
   r.same_bits(what + " value before GELU, twice", op.pre.download(), pre1);
-  cudaStream_t s = nullptr;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  RY_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   op.y.poison();
   op.pre.poison();
-  RY_CUDA(cudaDeviceSynchronize());  // the poison (legacy stream) before s, which does not wait
-  RY_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  k.run(op.y.ptr(), op.pre.ptr(), op.x.ptr(), op.sh.ldx, op.w.ptr(), op.b.ptr(), op.sh.n, op.sh.i,
-        op.sh.o, s);
-  RY_CUDA(cudaStreamEndCapture(s, &graph));
-  RY_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  RY_CUDA(cudaGraphLaunch(exec, s));
-  RY_CUDA(cudaStreamSynchronize(s));
+  run_in_graph([&](cudaStream_t s) {
+    k.run(op.y.ptr(), op.pre.ptr(), op.x.ptr(), op.sh.ldx, op.w.ptr(), op.b.ptr(), op.sh.n, op.sh.i,
+          op.sh.o, s);
+  });
   r.same_bits(what + " Y from a CUDA graph", op.y.download(), y1);
   r.same_bits(what + " value before GELU from a graph", op.pre.download(), pre1);
-  RY_CUDA(cudaGraphExecDestroy(exec));
-  RY_CUDA(cudaGraphDestroy(graph));
-  RY_CUDA(cudaStreamDestroy(s));
 }
 
 void check_product(Report& r, std::mt19937_64& rng, cuda::CutlassGeluForward& k, const Shape& s) {
