@@ -5,7 +5,6 @@
 // CUDA graph; operands TMA cannot take refused with an error. Exit 77 without a GPU of compute
 // capability 9.0 (the kernels are built for sm_90a alone).
 
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -14,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "cutlass_forward_operands.hpp"
 #include "dtype.hpp"
 #include "gpu_check.hpp"
-#include "railyard/cpu_kernels.hpp"
 #include "residual_gemm_cutlass.hpp"
 
 using namespace railyard;
@@ -28,64 +27,33 @@ namespace {
 
 constexpr double kTol = 1e-2;  // bf16 outputs, as gpu_kernels_check
 
-struct Problem {
-  int n, i, o, ldx;
-  int row_step;  // every row_step-th row is checked against float64
-};
+using Problem = ForwardShape;
 
-// The product's operands on the device; X's padding (columns I..ldx) NaN: read, it shows.
-struct Product {
-  Problem pb;
-  DevArray<bf16> x, w, b, res, y;
-  std::vector<double> hx, hw, hb, hres;
+// The product's operands, its residual input R and its output on the device.
+struct Product : ForwardOperands {
+  DevArray<bf16> res, y;
+  std::vector<double> hres;
   Product(std::mt19937_64& rng, const Problem& p)
-      : pb(p),
-        x(size_t(p.n) * p.ldx),
-        w(size_t(p.o) * p.i),
-        b(p.o),
-        res(size_t(p.n) * p.o),
-        y(size_t(p.n) * p.o) {
-    std::vector<float> vx = random_vec(rng, x.n);
-    for (int r = 0; r < p.n; ++r)
-      for (int c = p.i; c < p.ldx; ++c) vx[size_t(r) * p.ldx + c] = std::nanf("");
-    hx = x.upload(vx);
-    hw = w.upload(random_vec(rng, w.n, 0.05f));
-    hb = b.upload(random_vec(rng, b.n));
+      : ForwardOperands(rng, p), res(size_t(p.n) * p.o), y(size_t(p.n) * p.o) {
     hres = res.upload(random_vec(rng, res.n));
   }
   void run(Kernel& k, cudaStream_t s) {
-    k.run(y.ptr(), x.ptr(), pb.ldx, w.ptr(), b.ptr(), res.ptr(), pb.n, pb.i, pb.o, s);
+    k.run(y.ptr(), x.ptr(), sh.ldx, w.ptr(), b.ptr(), res.ptr(), sh.n, sh.i, sh.o, s);
   }
 };
 
 // The checked rows of Y from float64 (X W^T + b + R), and R kept.
 void check_values(Report& r, const std::string& what, const Product& p) {
-  const Problem& s = p.pb;
-  std::vector<double> xs, ry, oy;
-  std::vector<int> rows;
-  for (int n = 0; n < s.n; n += s.row_step) {
-    rows.push_back(n);
-    xs.insert(xs.end(), p.hx.begin() + ptrdiff_t(n) * s.ldx,
-              p.hx.begin() + ptrdiff_t(n) * s.ldx + s.i);
-  }
-  ry.resize(rows.size() * size_t(s.o));
-  cpu::matmul_forward<double>(ry.data(), xs.data(), p.hw.data(), p.hb.data(), int(rows.size()), s.i,
-                              s.o);
-  const auto y = p.y.download();
-  for (size_t j = 0; j < rows.size(); ++j) {
-    const size_t at = size_t(rows[j]) * s.o;
-    for (int c = 0; c < s.o; ++c) ry[j * s.o + c] += p.hres[at + c];
-    oy.insert(oy.end(), y.begin() + ptrdiff_t(at), y.begin() + ptrdiff_t(at + s.o));
-  }
-  r.check(what + " X W^T + b + R", oy, ry, kTol);
+  std::vector<double> ry = p.reference();
+  const std::vector<double> rres = p.checked(p.hres);
+  for (size_t j = 0; j < ry.size(); ++j) ry[j] += rres[j];
+  r.check(what + " X W^T + b + R", p.checked(p.y.download()), ry, kTol);
   r.same_bits(what + " R kept", p.res.download(), p.hres);
 }
 
 void check_tile(Report& r, std::mt19937_64& rng, Kernel::Tile tile, const char* label,
                 const Problem& pb) {
-  const std::string what = std::string(label) + " " + std::to_string(pb.n) + "x" +
-                           std::to_string(pb.o) + "x" + std::to_string(pb.i) + " ldx " +
-                           std::to_string(pb.ldx);
+  const std::string what = std::string(label) + " " + pb.name();
   Kernel k(tile);
   Product p(rng, pb);
   p.y.poison();
