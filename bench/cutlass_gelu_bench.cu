@@ -5,6 +5,10 @@
 //   backward  dH[N,4C] = (dY[N,C] W_proj[C,4C]) * GELU'(pre)
 //             and with the fc bias gradient db[4C] = column sums of dH (fp32): CUTLASS's fused
 //             fixed-order reduction beside DGELU + runtime/cuda's bias_grad kernel (today's path)
+//   residual  Y[N,C] = A W^T + b + R (the attention projection: A [N,C]; fc2: A [N,4C]), R the
+//             incoming residual stream as the epilogue's C: the engine's CUTLASS class in each
+//             tile configuration beside the engine's cuBLASLt call (Matmul::linear_forward with
+//             the residual, its pin); R must be left as it was
 // Per variant: median and minimum of --reps calls, each between its own pair of CUDA events
 // (after --warmup); the outputs' relative L2 difference to a float64 host reference on a sample
 // of rows (tolerance 1e-2, as tests/gpu's bf16 checks), the bias gradient's to the column sums
@@ -35,6 +39,7 @@
 #include "matmul_cublaslt.hpp"
 #include "railyard/cpu_kernels.hpp"
 #include "railyard/splitmix64.hpp"
+#include "residual_gemm_cutlass.hpp"
 
 using railyard::bench::GeluGemmOperands;
 using railyard::bench::GeluProduct;
@@ -49,13 +54,18 @@ constexpr const char* kUsage =
     "usage: cutlass_gelu_bench [--warmup 5 --reps 30] [--json FILE]\n"
     "Times the MLP's GELU products (fc forward with bias + GELU + saved input, fc2 backward\n"
     "input times GELU', also with the bias gradient fused) as CUTLASS sm_90a kernels beside\n"
-    "cuBLASLt's GELU_AUX_BIAS / DGELU (+ bias_grad kernel) and the plain products; checks each\n"
-    "against float64 on sampled rows and for the same bits.\n";
+    "cuBLASLt's GELU_AUX_BIAS / DGELU (+ bias_grad kernel) and the plain products, and the\n"
+    "residual forwards (attention projection, fc2: + bias + residual stream) beside the\n"
+    "engine's cuBLASLt call; checks each against float64 on sampled rows and for the same bits.\n";
 
 // GPT-2 124M at micro-batch 16, sequence 1024.
 constexpr int kTokens = 16 * 1024, kC = 768, kH = 4 * kC;
 constexpr int kSampleRows = 48;
 constexpr double kTolerance = 1e-2;
+constexpr GeluProduct kProducts[] = {GeluProduct::kForward,          GeluProduct::kPlainForward,
+                                     GeluProduct::kBackward,         GeluProduct::kPlainBackward,
+                                     GeluProduct::kBackwardBiasGrad, GeluProduct::kAttnProjResidual,
+                                     GeluProduct::kFc2Residual};
 
 // ---- data ----------------------------------------------------------------------------------
 
@@ -89,9 +99,12 @@ struct Inputs {
   Matrix x = random_matrix(size_t(kTokens) * kC, 1.0, 1);  // fc input (LayerNorm'd)
   Matrix w_fc = random_matrix(size_t(kH) * kC, 0.04, 2);   // [4C, C]
   Matrix b_fc = random_matrix(kH, 0.5, 3);
-  Matrix dy = random_matrix(size_t(kTokens) * kC, 1.0, 4);   // gradient into fc2's output
-  Matrix w_proj = random_matrix(size_t(kC) * kH, 0.04, 5);   // [C, 4C]
-  Matrix pre = random_matrix(size_t(kTokens) * kH, 3.0, 6);  // GELU's input, for the backward
+  Matrix dy = random_matrix(size_t(kTokens) * kC, 1.0, 4);     // gradient into fc2's output
+  Matrix w_proj = random_matrix(size_t(kC) * kH, 0.04, 5);     // [C, 4C]
+  Matrix pre = random_matrix(size_t(kTokens) * kH, 3.0, 6);    // GELU's input, for the backward
+  Matrix w_attn = random_matrix(size_t(kC) * kC, 0.04, 7);     // attention projection [C, C]
+  Matrix b_c = random_matrix(kC, 0.5, 8);                      // the residual products' bias
+  Matrix resid = random_matrix(size_t(kTokens) * kC, 1.0, 9);  // the residual stream (their C)
   DeviceBuffer d{size_t(kTokens) * kH * sizeof(bf16)};
   DeviceBuffer aux{size_t(kTokens) * kH * sizeof(bf16)};
   DeviceBuffer dbias{size_t(kH) * sizeof(float)};
@@ -106,6 +119,13 @@ std::vector<int> sample_rows() {
   return rows;
 }
 
+bool residual(GeluProduct p) {
+  return p == GeluProduct::kAttnProjResidual || p == GeluProduct::kFc2Residual;
+}
+int out_width(GeluProduct p) {
+  return residual(p) ? kC : kH;
+}
+
 // ---- reference -----------------------------------------------------------------------------
 
 // The float64 values a product should give on the sampled rows: D, and for the GELU forward the
@@ -114,7 +134,25 @@ struct Reference {
   std::vector<double> d, aux;
 };
 
+// The residual products: b + A W^T + R per sampled row, W [C, K] (fc2's is w_proj [C, 4C]).
+Reference residual_reference(const Inputs& in, GeluProduct p) {
+  const bool fc2 = p == GeluProduct::kFc2Residual;
+  const int k_dim = fc2 ? kH : kC;
+  const std::vector<double>& a = fc2 ? in.pre.host : in.x.host;
+  const std::vector<double>& w = fc2 ? in.w_proj.host : in.w_attn.host;
+  Reference r;
+  for (int row : in.rows) {
+    for (int c = 0; c < kC; ++c) {
+      double s = in.b_c.host[c] + in.resid.host[size_t(row) * kC + c];
+      for (int k = 0; k < k_dim; ++k) s += a[size_t(row) * k_dim + k] * w[size_t(c) * k_dim + k];
+      r.d.push_back(s);
+    }
+  }
+  return r;
+}
+
 Reference reference(const Inputs& in, GeluProduct p) {
+  if (residual(p)) return residual_reference(in, p);
   const bool forward = p == GeluProduct::kForward || p == GeluProduct::kPlainForward;
   Reference r;
   std::vector<double> acc(kH), act(kH);
@@ -142,12 +180,14 @@ Reference reference(const Inputs& in, GeluProduct p) {
   return r;
 }
 
-// The sampled rows of a [kTokens, kH] bf16 output.
-std::vector<double> sampled(const std::vector<unsigned char>& raw, const std::vector<int>& rows) {
+// The sampled rows of a [kTokens, width] bf16 output.
+std::vector<double> sampled(const std::vector<unsigned char>& raw, const std::vector<int>& rows,
+                            int width) {
   const auto* b = reinterpret_cast<const bf16*>(raw.data());
   std::vector<double> out;
   for (int row : rows)
-    for (int c = 0; c < kH; ++c) out.push_back(double(__bfloat162float(b[size_t(row) * kH + c])));
+    for (int c = 0; c < width; ++c)
+      out.push_back(double(__bfloat162float(b[size_t(row) * width + c])));
   return out;
 }
 
@@ -183,6 +223,10 @@ const char* product_name(GeluProduct p) {
       return "backward plain";
     case GeluProduct::kBackwardBiasGrad:
       return "backward dGELU + dbias";
+    case GeluProduct::kAttnProjResidual:
+      return "attn-proj bias+residual";
+    case GeluProduct::kFc2Residual:
+      return "fc2 bias+residual";
   }
   return "?";
 }
@@ -222,25 +266,35 @@ std::vector<Variant> cublaslt_variants(const Inputs& in, Matmul& mm) {
   GemmCall bwd_plain = bwd;
   bwd_plain.gelu = railyard::cuda::GeluEpilogue::kNone;
   bwd_plain.aux = nullptr;
+  const GemmCall attn_res =
+      Matmul::forward_call(in.d.as<void>(), in.x.ptr(), in.w_attn.ptr(), in.b_c.ptr(), kTokens, kC,
+                           kC, CUDA_R_16BF, nullptr, 0, in.resid.ptr());
+  const GemmCall fc2_res =
+      Matmul::forward_call(in.d.as<void>(), in.pre.ptr(), in.w_proj.ptr(), in.b_c.ptr(), kTokens,
+                           kH, kC, CUDA_R_16BF, nullptr, 0, in.resid.ptr());
   auto call = [&mm](GemmCall c) { return [&mm, c](cudaStream_t s) { mm.gemm(c, s); }; };
   auto with_bias_grad = [&mm, &in, bwd](cudaStream_t s) {
     mm.gemm(bwd, s);
     railyard::cuda::bias_grad(in.dbias.as<float>(), in.partials.as<float>(), in.d.as<bf16>(),
                               kTokens, kH, false, s);
   };
-  return {{"cublaslt GELU_AUX_BIAS", "cublaslt", GeluProduct::kForward, call(fwd)},
-          {"cublaslt BIAS", "cublaslt", GeluProduct::kPlainForward, call(fwd_plain)},
-          {"cublaslt DGELU", "cublaslt", GeluProduct::kBackward, call(bwd)},
-          {"cublaslt plain", "cublaslt", GeluProduct::kPlainBackward, call(bwd_plain)},
-          {"cublaslt DGELU + bias_grad kernel", "cublaslt", GeluProduct::kBackwardBiasGrad,
-           with_bias_grad}};
+  return {
+      {"cublaslt GELU_AUX_BIAS", "cublaslt", GeluProduct::kForward, call(fwd)},
+      {"cublaslt BIAS", "cublaslt", GeluProduct::kPlainForward, call(fwd_plain)},
+      {"cublaslt DGELU", "cublaslt", GeluProduct::kBackward, call(bwd)},
+      {"cublaslt plain", "cublaslt", GeluProduct::kPlainBackward, call(bwd_plain)},
+      {"cublaslt DGELU + bias_grad kernel", "cublaslt", GeluProduct::kBackwardBiasGrad,
+       with_bias_grad},
+      {"cublaslt BIAS + C (engine's call)", "cublaslt", GeluProduct::kAttnProjResidual,
+       call(attn_res)},
+      {"cublaslt BIAS + C (engine's call)", "cublaslt", GeluProduct::kFc2Residual, call(fc2_res)}};
 }
 
 // ---- measuring -----------------------------------------------------------------------------
 
 struct Result {
   double median_us = NAN, min_us = NAN, rel_err = NAN, rel_err_aux = NAN, rel_err_db = NAN;
-  bool same_bits = false, ok = false;
+  bool same_bits = false, ok = false, resid_kept = true;
   std::string error;
 };
 
@@ -282,22 +336,34 @@ double bias_grad_difference(const std::vector<unsigned char>& raw) {
   return relative_l2(db, sums);
 }
 
+// Whether the residual stream still holds its inputs (a residual product only reads it).
+bool resid_kept(const Inputs& in) {
+  const auto raw = download(in.resid.ptr(), in.resid.dev.bytes());
+  const auto* got = reinterpret_cast<const bf16*>(raw.data());
+  for (size_t i = 0; i < in.resid.host.size(); ++i)
+    if (double(__bfloat162float(got[i])) != in.resid.host[i]) return false;
+  return true;
+}
+
 void check(const Variant& v, const Inputs& in, const Reference& ref, cudaStream_t s, Result& r) {
   const auto first = run_and_read(v, in, s);
   const auto second = run_and_read(v, in, s);
   r.same_bits = first == second;
-  const size_t d_bytes = in.d.bytes();
-  r.rel_err = relative_l2(sampled({first.begin(), first.begin() + d_bytes}, in.rows), ref.d);
+  const int width = out_width(v.product);
+  const size_t d_bytes = size_t(kTokens) * width * sizeof(bf16);
+  r.rel_err = relative_l2(sampled({first.begin(), first.begin() + d_bytes}, in.rows, width), ref.d);
   bool more_ok = true;
   if (v.product == GeluProduct::kForward) {
-    r.rel_err_aux = relative_l2(sampled({first.begin() + d_bytes, first.end()}, in.rows), ref.aux);
+    r.rel_err_aux =
+        relative_l2(sampled({first.begin() + d_bytes, first.end()}, in.rows, kH), ref.aux);
     more_ok = r.rel_err_aux <= kTolerance;
   }
   if (v.product == GeluProduct::kBackwardBiasGrad) {
     r.rel_err_db = bias_grad_difference(first);
     more_ok = r.rel_err_db <= kTolerance;
   }
-  r.ok = r.same_bits && r.rel_err <= kTolerance && more_ok;
+  if (residual(v.product)) r.resid_kept = resid_kept(in);
+  r.ok = r.same_bits && r.rel_err <= kTolerance && more_ok && r.resid_kept;
 }
 
 // ---- report --------------------------------------------------------------------------------
@@ -316,16 +382,17 @@ json result_json(const Variant& v, const Result& r) {
             {"ok", r.ok}});
   if (v.product == GeluProduct::kForward) j["rel_err_aux"] = r.rel_err_aux;
   if (v.product == GeluProduct::kBackwardBiasGrad) j["rel_err_dbias"] = r.rel_err_db;
+  if (residual(v.product)) j["residual_kept"] = r.resid_kept;
   return j;
 }
 
 void print_row(const Variant& v, const Result& r) {
   if (!r.error.empty()) {
-    std::printf("%-22s %-34s %s\n", product_name(v.product), v.name.c_str(), r.error.c_str());
+    std::printf("%-24s %-34s %s\n", product_name(v.product), v.name.c_str(), r.error.c_str());
     return;
   }
   const double second = v.product == GeluProduct::kForward ? r.rel_err_aux : r.rel_err_db;
-  std::printf("%-22s %-34s %9.1f %9.1f %10.2e %10.2e %-5s %s\n", product_name(v.product),
+  std::printf("%-24s %-34s %9.1f %9.1f %10.2e %10.2e %-5s %s\n", product_name(v.product),
               v.name.c_str(), r.median_us, r.min_us, r.rel_err, second, r.same_bits ? "yes" : "NO",
               r.ok ? "ok" : "FAIL");
 }
@@ -352,14 +419,50 @@ void add_cutlass(std::vector<Variant>& out, std::vector<std::string>& errors, co
   }
 }
 
+// The engine's CUTLASS residual forward in each of its tiles, for both residual products (one
+// object per tile serves both: each run() sets its operands).
+void add_cutlass_residual(
+    std::vector<Variant>& out, std::vector<std::string>& errors, const Inputs& in,
+    std::vector<std::unique_ptr<railyard::cuda::CutlassResidualForward>>& keep) {
+  using Tile = railyard::cuda::CutlassResidualForward::Tile;
+  const std::pair<Tile, const char*> tiles[] = {
+      {Tile::kPingpong128x128, "cutlass 128x128x64 c1x2 pingpong"},
+      {Tile::kCooperative256x128, "cutlass 256x128x64 c2x1 coop"},
+      {Tile::kCooperative128x256, "cutlass 128x256x64 c2x1 coop"}};
+  for (const auto& [tile, name] : tiles) {
+    std::string error;
+    railyard::cuda::CutlassResidualForward* k = nullptr;
+    try {
+      keep.push_back(std::make_unique<railyard::cuda::CutlassResidualForward>(tile));
+      k = keep.back().get();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const std::string label =
+        std::string(name) +
+        (tile == railyard::cuda::CutlassResidualForward::kEngineTile ? " (engine)" : "");
+    auto attn = [k, &in](cudaStream_t s) {
+      k->run(in.d.as<bf16>(), in.x.ptr(), kC, in.w_attn.ptr(), in.b_c.ptr(), in.resid.ptr(),
+             kTokens, kC, kC, s);
+    };
+    auto fc2 = [k, &in](cudaStream_t s) {
+      k->run(in.d.as<bf16>(), in.pre.ptr(), kH, in.w_proj.ptr(), in.b_c.ptr(), in.resid.ptr(),
+             kTokens, kH, kC, s);
+    };
+    out.push_back({label, "cutlass", GeluProduct::kAttnProjResidual, attn});
+    out.push_back({label, "cutlass", GeluProduct::kFc2Residual, fc2});
+    errors.push_back(error);
+    errors.push_back(error);
+  }
+}
+
 // Per product: cuBLASLt's median, the fastest CUTLASS configuration that passed its checks, and
 // what taking it would save per step (12 layers), the figure bench/NOTES.md decides on.
 json summary(const json& rows) {
   json out = json::array();
-  std::printf("\n%-22s %10s %-34s %10s %12s\n", "product", "cublaslt", "best cutlass (checks ok)",
+  std::printf("\n%-24s %10s %-34s %10s %12s\n", "product", "cublaslt", "best cutlass (checks ok)",
               "us", "x12 layers");
-  for (GeluProduct p : {GeluProduct::kForward, GeluProduct::kPlainForward, GeluProduct::kBackward,
-                        GeluProduct::kPlainBackward, GeluProduct::kBackwardBiasGrad}) {
+  for (GeluProduct p : kProducts) {
     const std::string name = product_name(p);
     double lt = NAN, best = INFINITY;
     std::string best_name = "none";
@@ -373,7 +476,7 @@ json summary(const json& rows) {
       }
     }
     const double saved_ms = std::isfinite(best) ? 12 * (lt - best) / 1e3 : NAN;
-    std::printf("%-22s %10.1f %-34s %10.1f %9.3f ms\n", name.c_str(), lt, best_name.c_str(), best,
+    std::printf("%-24s %10.1f %-34s %10.1f %9.3f ms\n", name.c_str(), lt, best_name.c_str(), best,
                 saved_ms);
     out.push_back(
         {{"product", name},
@@ -397,17 +500,18 @@ int run_bench(const railyard::bench::TimingOptions& o) {
   std::vector<std::string> errors(variants.size());
   std::vector<std::unique_ptr<railyard::bench::GeluGemmLaunch>> keep;
   add_cutlass(variants, errors, in, keep);
+  std::vector<std::unique_ptr<railyard::cuda::CutlassResidualForward>> keep_residual;
+  add_cutlass_residual(variants, errors, in, keep_residual);
   cudaStream_t s = nullptr;
   RY_CUDA(cudaStreamCreate(&s));
 
   std::printf("%s, M=%d N=%d K=%d bf16, CUTLASS %s; us over %d reps after %d warmup\n", prop.name,
               kTokens, kH, kC, railyard::bench::cutlass_version().c_str(), o.reps, o.warmup);
-  std::printf("%-22s %-34s %9s %9s %10s %10s %-5s\n", "product", "variant", "median", "min",
+  std::printf("%-24s %-34s %9s %9s %10s %10s %-5s\n", "product", "variant", "median", "min",
               "rel_err", "aux/dbias", "bits");
   json out = json::array();
   bool all_ok = true;
-  for (GeluProduct p : {GeluProduct::kForward, GeluProduct::kPlainForward, GeluProduct::kBackward,
-                        GeluProduct::kPlainBackward, GeluProduct::kBackwardBiasGrad}) {
+  for (GeluProduct p : kProducts) {
     const Reference ref = reference(in, p);
     for (size_t i = 0; i < variants.size(); ++i) {
       if (variants[i].product != p) continue;

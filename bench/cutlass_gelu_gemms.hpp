@@ -25,7 +25,18 @@
 
 namespace railyard::bench {
 
-enum class GeluProduct { kForward, kBackward, kPlainForward, kPlainBackward, kBackwardBiasGrad };
+// The last two are the residual forwards Y[M,C] = A W^T + bias + residual (C = 768 outputs; the
+// attention projection's K = 768, fc2's K = 3072), timed with the engine's own CUTLASS class
+// (runtime/cuda/residual_gemm_cutlass.hpp), not through this file's variants.
+enum class GeluProduct {
+  kForward,
+  kBackward,
+  kPlainForward,
+  kPlainBackward,
+  kBackwardBiasGrad,
+  kAttnProjResidual,
+  kFc2Residual,
+};
 
 struct GeluGemmOperands {
   int m = 0, n = 0, k = 0;

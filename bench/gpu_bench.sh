@@ -87,7 +87,8 @@ if has build; then
   has gemmsurvey && extra="$extra gemm_step_survey"
   # CUTLASS's kernels are the longest units: they compile beside the rest.
   has cutlass && grep -q "CUTLASS GELU bench: ON" "$W/cmake.log" && extra="$extra cutlass_gelu_bench"
-  grep -q "CUTLASS fc forward: ON" "$W/cmake.log" && extra="$extra gpu_cutlass_check"
+  grep -q "CUTLASS fc forward: ON" "$W/cmake.log" \
+    && extra="$extra gpu_cutlass_check gpu_cutlass_residual_check"
   ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check \
     gpu_graph_memsets_check $extra \
     > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
@@ -102,6 +103,10 @@ if has check; then
   if [ -x "$BUILD/tests/gpu/gpu_cutlass_check" ]; then
     log check: the CUTLASS fc forward
     timeout 300 "$BUILD/tests/gpu/gpu_cutlass_check" 2>&1 | tee -a "$W/checks.log"
+  fi
+  if [ -x "$BUILD/tests/gpu/gpu_cutlass_residual_check" ]; then
+    log check: the CUTLASS residual forward
+    timeout 300 "$BUILD/tests/gpu/gpu_cutlass_residual_check" 2>&1 | tee -a "$W/checks.log"
   fi
   log check: model
   timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee -a "$W/checks.log"
@@ -277,7 +282,7 @@ if has gemm; then stage_gemm; fi
 # to cutlass.log, JSON to cutlass-gelu.json (also bench/results/). Needs CUTLASS's headers: the
 # nvidia-cutlass wheel in .whl/ (docs/gpu.md).
 stage_cutlass() {
-  log "cutlass: cutlass_gelu_bench (M 16384, N 3072, K 768, bf16)"
+  log "cutlass: cutlass_gelu_bench (M 16384, N 3072, K 768, bf16; residual forwards N 768)"
   ninja -C "$BUILD" -j16 cutlass_gelu_bench > "$W/build-cutlass.log" 2>&1 || {
     grep -E "error|FAILED" "$W/build-cutlass.log" | head -30
     echo "cutlass: no cutlass_gelu_bench: run the build stage first with the nvidia-cutlass" \

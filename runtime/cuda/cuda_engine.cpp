@@ -26,6 +26,7 @@
 #include "embedding_kernels.hpp"
 #if RAILYARD_HAVE_CUTLASS
 #include "gelu_gemm_cutlass.hpp"
+#include "residual_gemm_cutlass.hpp"
 #endif
 #include "gelu_kernels.hpp"
 #include "grad_norm_kernels.hpp"
@@ -52,6 +53,12 @@ namespace {
 // regions, 1.2 MB each for GPT-2 124M at 16 x 1024). Same sums, same order, same bits.
 // false (the A/B switch): one launch after each LayerNorm backward, one partials region.
 constexpr bool kDeferColumnSums = true;
+
+#if RAILYARD_HAVE_CUTLASS
+// The attention projection's forward (bf16 on compute capability 9.0): CUTLASS's residual kernel
+// (true) or cuBLASLt's beta-1 product (false). One line, so that one tree times both.
+constexpr bool kCutlassResidualForward = true;
+#endif
 
 // Device 0 when the plugin bound the task (it rotates CUDA_VISIBLE_DEVICES so the task's GPU
 // comes first and says so in RAILYARD_GPU_PCI), else local rank modulo the devices visible.
@@ -169,6 +176,10 @@ class CudaEngine final : public Engine {
   // The fc product with GELU fused: a.gelu and a.fc from a.ln2 (fc_forward_description says
   // which kernel).
   void fc_forward(const LayerActs<T>& a, const LayerParams& p, int N);
+  // The attention projection with the residual added in its epilogue: a.resid_mid from a.atty and
+  // a.resid (fc_forward_description says which kernel).
+  void attn_proj_forward(const LayerActs<T>& a, const LayerParams& p, int N);
+  // " fc:<kernel> attn-proj:<kernel>", the forward products that CUTLASS may run.
   std::string fc_forward_description() const;
   bool fused_attention() const;
   // " attention:built-in", or " attention:cudnn(fwd <plan>, bwd <plan>)" at the planned shape.
@@ -275,7 +286,8 @@ class CudaEngine final : public Engine {
   std::unique_ptr<CudnnAttention> fused_;
 #endif
 #if RAILYARD_HAVE_CUTLASS
-  std::unique_ptr<CutlassGeluForward> cutlass_fc_;  // bf16 on compute capability 9.0 only
+  std::unique_ptr<CutlassGeluForward> cutlass_fc_;        // bf16 on compute capability 9.0 only
+  std::unique_ptr<CutlassResidualForward> cutlass_proj_;  // as cutlass_fc_, if chosen
 #endif
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
@@ -305,6 +317,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
 #if RAILYARD_HAVE_CUTLASS
   if (!kFp32 && CutlassGeluForward::supports(device_)) {
     cutlass_fc_ = std::make_unique<CutlassGeluForward>();
+    if (kCutlassResidualForward) cutlass_proj_ = std::make_unique<CutlassResidualForward>();
   }
 #endif
   describe_ += fc_forward_description();
@@ -713,16 +726,15 @@ void CudaEngine<T>::forward(int B, int Tn) {
     attention_block_forward(a, p, shape);
     // The residual adds are in the projections' epilogues (C = the incoming residual), each sum
     // rounded once; the LayerNorms then read the stored residual, as --recompute's do.
-    mm.linear_forward(a.resid_mid, a.atty, w(p.projw), w(p.projb), N, C_, C_, dt, stream_, nullptr,
-                      0, a.resid);
+    attn_proj_forward(a, p, N);
     layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_mid, w(p.ln2w), w(p.ln2b), N, C_,
                       ln_ld_, stream_);
     fc_forward(a, p, N);
     // The layer's output feeds the next LayerNorm: the next layer's ln1, or lnf.
     if (l + 1 < L_) {
       LayerActs<T>& n = acts_[l + 1];
-      mm.linear_forward(n.resid, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_, nullptr,
-                        0, a.resid_mid);
+      mm.linear_forward(n.resid, a.gelu, w(p.mpw), w(p.mpb), N, 4 * C_, C_, dt, stream_, nullptr, 0,
+                        a.resid_mid);
       layernorm_forward(n.ln1, n.ln1_mean, n.ln1_rstd, n.resid, w(lp_[l + 1].ln1w),
                         w(lp_[l + 1].ln1b), N, C_, ln_ld_, stream_);
     } else {
@@ -767,12 +779,32 @@ void CudaEngine<T>::fc_forward(const LayerActs<T>& a, const LayerParams& p, int 
                       a.fc, ln_ld_);
 }
 
+// D = atty W^T + b + resid with C = resid (beta 1). CUTLASS's ping-pong kernel reads C by the
+// epilogue's TMA load (cuBLASLt: 40.5 us with C against 31.5 without, bench/NOTES.md); both give
+// the same bits every run, not each other's.
+template <typename T>
+void CudaEngine<T>::attn_proj_forward(const LayerActs<T>& a, const LayerParams& p, int N) {
+#if RAILYARD_HAVE_CUTLASS
+  if constexpr (!kFp32) {
+    if (cutlass_proj_) {
+      cutlass_proj_->run(a.resid_mid, a.atty, C_, w(p.projw), w(p.projb), a.resid, N, C_, C_,
+                         stream_);
+      return;
+    }
+  }
+#endif
+  mm_->linear_forward(a.resid_mid, a.atty, w(p.projw), w(p.projb), N, C_, C_, cuda_dtype<T>(),
+                      stream_, nullptr, 0, a.resid);
+}
+
 template <typename T>
 std::string CudaEngine<T>::fc_forward_description() const {
+  std::string fc = " fc:cublaslt", proj = " attn-proj:cublaslt";
 #if RAILYARD_HAVE_CUTLASS
-  if (cutlass_fc_) return " fc:cutlass-sm90-pingpong";
+  if (cutlass_fc_) fc = " fc:cutlass-sm90-pingpong";
+  if (cutlass_proj_) proj = " attn-proj:cutlass-sm90-pingpong";
 #endif
-  return " fc:cublaslt";
+  return fc + proj;
 }
 
 template <typename T>

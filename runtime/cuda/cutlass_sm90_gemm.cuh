@@ -39,15 +39,16 @@ struct Pingpong {
 
 // CUTLASS's layout tags: A [M,K] RowMajor is K-major, ColumnMajor M-major; B [N,K] ColumnMajor is
 // K-major (a Linear weight [N,K] row-major), RowMajor N-major ([K,N] row-major); D [M,N] as A.
-// No C operand (void): the products never read D back. The default persistent tile scheduler
-// (no split-K, no stream-K): every output tile is one CTA's, summed in one order.
+// No C operand (ElementC void) unless a product adds one (the residual forwards: C bf16, laid out
+// as D, read by the epilogue's TMA load). The default persistent tile scheduler (no split-K, no
+// stream-K): every output tile is one CTA's, summed in one order.
 template <class LayoutA, class LayoutB, class LayoutD, class Tile, class Cluster, class Schedule,
-          class Fusion>
+          class Fusion, class ElementC = void>
 struct Gemm {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlign, Bf16,
-      LayoutD, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, kAlign,
+      Bf16, LayoutD, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
   // The mainloop takes the shared memory the epilogue leaves for as many stages as fit.
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA, kAlign, Bf16, LayoutB,
@@ -116,6 +117,23 @@ template <class Tile, class Cluster, class Schedule, class Fusion>
 using TransposedBackwardGemm =
     typename Gemm<cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor,
                   cutlass::layout::ColumnMajor, Tile, Cluster, Schedule, Fusion>::Adapter;
+
+// The residual forwards (attention projection, fc2): D = X W^T + bias + C with C the incoming
+// residual stream (beta 1 in ForwardBias's arguments: beta C + (alpha acc + bias) in fp32,
+// rounded once to bf16), C another buffer laid out as D.
+template <class Tile, class Cluster, class Schedule>
+using ResidualForwardGemm =
+    typename Gemm<cutlass::layout::RowMajor, cutlass::layout::ColumnMajor,
+                  cutlass::layout::RowMajor, Tile, Cluster, Schedule, ForwardBias, Bf16>::Adapter;
+using ResidualPingpong128x128 =
+    ResidualForwardGemm<cute::Shape<cute::_128, cute::_128, cute::_64>,
+                        cute::Shape<cute::_1, cute::_2, cute::_1>, Pingpong>;
+using ResidualCooperative256x128 =
+    ResidualForwardGemm<cute::Shape<cute::_256, cute::_128, cute::_64>,
+                        cute::Shape<cute::_2, cute::_1, cute::_1>, Cooperative>;
+using ResidualCooperative128x256 =
+    ResidualForwardGemm<cute::Shape<cute::_128, cute::_256, cute::_64>,
+                        cute::Shape<cute::_2, cute::_1, cute::_1>, Cooperative>;
 
 // The engine's fc forward (bench/NOTES.md, "CUTLASS fused GELU products (measured)": 137.6 us
 // against cuBLASLt's 149.9 at 16384 x 3072 x 768 on an H200): 128x128x64 tiles, cluster 1x2,

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -76,6 +77,25 @@ struct DevArray {
     return out;
   }
 };
+
+// `call` captured on a stream of its own into a CUDA graph, replayed once and waited for, as the
+// engine's step replays its products.
+inline void run_in_graph(const std::function<void(cudaStream_t)>& call) {
+  cudaStream_t s = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  RY_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  RY_CUDA(cudaDeviceSynchronize());  // earlier work (legacy stream) before s, which does not wait
+  RY_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  call(s);
+  RY_CUDA(cudaStreamEndCapture(s, &graph));
+  RY_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  RY_CUDA(cudaGraphLaunch(exec, s));
+  RY_CUDA(cudaStreamSynchronize(s));
+  RY_CUDA(cudaGraphExecDestroy(exec));
+  RY_CUDA(cudaGraphDestroy(graph));
+  RY_CUDA(cudaStreamDestroy(s));
+}
 
 inline std::vector<float> random_vec(std::mt19937_64& rng, size_t n, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);

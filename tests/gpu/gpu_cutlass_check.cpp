@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cutlass_forward_operands.hpp"
 #include "dtype.hpp"
 #include "gelu_gemm_cutlass.hpp"
 #include "gpu_check.hpp"
@@ -26,31 +27,13 @@ namespace {
 
 constexpr double kTol = 1e-2;  // bf16 outputs, as gpu_kernels_check
 
-struct Shape {
-  int n, i, o, ldx;
-  int row_step;  // every row_step-th row is checked against float64
-};
+using Shape = ForwardShape;
 
-// One product's operands on the device, X's padding (columns I..ldx) NaN: read, it shows.
-struct Operands {
-  Shape sh;
-  DevArray<bf16> x, w, b, y, pre;
-  std::vector<double> hx, hw, hb;
+// One product's operands and outputs on the device.
+struct Operands : ForwardOperands {
+  DevArray<bf16> y, pre;
   Operands(std::mt19937_64& rng, const Shape& s)
-      : sh(s),
-        x(size_t(s.n) * s.ldx),
-        w(size_t(s.o) * s.i),
-        b(s.o),
-        y(size_t(s.n) * s.o),
-        pre(size_t(s.n) * s.o) {
-    std::vector<float> vx = random_vec(rng, x.n);
-    for (int r = 0; r < s.n; ++r) {
-      for (int c = s.i; c < s.ldx; ++c) vx[size_t(r) * s.ldx + c] = std::nanf("");
-    }
-    hx = x.upload(vx);
-    hw = w.upload(random_vec(rng, w.n, 0.05f));
-    hb = b.upload(random_vec(rng, b.n));
-  }
+      : ForwardOperands(rng, s), y(size_t(s.n) * s.o), pre(size_t(s.n) * s.o) {}
   void run(cuda::CutlassGeluForward& k, cudaStream_t s) {
     y.poison();
     pre.poison();
@@ -60,27 +43,11 @@ struct Operands {
 
 // The checked rows of Y and pre from float64, and the same rows of the device's outputs.
 void check_rows(Report& r, const std::string& what, const Operands& op) {
-  const Shape& s = op.sh;
-  std::vector<double> xs, ry, rpre;
-  std::vector<int> rows;
-  for (int n = 0; n < s.n; n += s.row_step) {
-    rows.push_back(n);
-    xs.insert(xs.end(), op.hx.begin() + ptrdiff_t(n) * s.ldx,
-              op.hx.begin() + ptrdiff_t(n) * s.ldx + s.i);
-  }
-  const int m = int(rows.size());
-  rpre.resize(size_t(m) * s.o);
-  ry.resize(rpre.size());
-  cpu::matmul_forward<double>(rpre.data(), xs.data(), op.hw.data(), op.hb.data(), m, s.i, s.o);
+  const std::vector<double> rpre = op.reference();
+  std::vector<double> ry(rpre.size());
   cpu::gelu_forward<double>(ry.data(), rpre.data(), int64_t(ry.size()));
-  const auto y = op.y.download(), pre = op.pre.download();
-  std::vector<double> oy, opre;
-  for (int n : rows) {
-    oy.insert(oy.end(), y.begin() + ptrdiff_t(n) * s.o, y.begin() + ptrdiff_t(n + 1) * s.o);
-    opre.insert(opre.end(), pre.begin() + ptrdiff_t(n) * s.o, pre.begin() + ptrdiff_t(n + 1) * s.o);
-  }
-  r.check(what + " GELU(X W^T + b)", oy, ry, kTol);
-  r.check(what + " value before GELU", opre, rpre, kTol);
+  r.check(what + " GELU(X W^T + b)", op.checked(op.y.download()), ry, kTol);
+  r.check(what + " value before GELU", op.checked(op.pre.download()), rpre, kTol);
 }
 
 // The second run, eager and then replayed from a graph captured on its own stream: both the
@@ -91,30 +58,18 @@ void check_same_bits(Report& r, const std::string& what, Operands& op,
   op.run(k, nullptr);
   r.same_bits(what + " Y, twice", op.y.download(), y1);
   r.same_bits(what + " value before GELU, twice", op.pre.download(), pre1);
-  cudaStream_t s = nullptr;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  RY_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   op.y.poison();
   op.pre.poison();
-  RY_CUDA(cudaDeviceSynchronize());  // the poison (legacy stream) before s, which does not wait
-  RY_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  k.run(op.y.ptr(), op.pre.ptr(), op.x.ptr(), op.sh.ldx, op.w.ptr(), op.b.ptr(), op.sh.n, op.sh.i,
-        op.sh.o, s);
-  RY_CUDA(cudaStreamEndCapture(s, &graph));
-  RY_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  RY_CUDA(cudaGraphLaunch(exec, s));
-  RY_CUDA(cudaStreamSynchronize(s));
+  run_in_graph([&](cudaStream_t s) {
+    k.run(op.y.ptr(), op.pre.ptr(), op.x.ptr(), op.sh.ldx, op.w.ptr(), op.b.ptr(), op.sh.n, op.sh.i,
+          op.sh.o, s);
+  });
   r.same_bits(what + " Y from a CUDA graph", op.y.download(), y1);
   r.same_bits(what + " value before GELU from a graph", op.pre.download(), pre1);
-  RY_CUDA(cudaGraphExecDestroy(exec));
-  RY_CUDA(cudaGraphDestroy(graph));
-  RY_CUDA(cudaStreamDestroy(s));
 }
 
 void check_product(Report& r, std::mt19937_64& rng, cuda::CutlassGeluForward& k, const Shape& s) {
-  const std::string what = std::to_string(s.n) + "x" + std::to_string(s.o) + "x" +
-                           std::to_string(s.i) + " ldx " + std::to_string(s.ldx);
+  const std::string what = s.name();
   Operands op(rng, s);
   op.run(k, nullptr);
   check_rows(r, what, op);
