@@ -376,7 +376,7 @@ void check_deferred_sums(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   const std::string t = std::string(type_name<T>()) + " layernorm backward sums deferred";
   const int widths[] = {768, 192, 1000, 512, 1280, 2560};
   std::vector<std::unique_ptr<DeferredCall<T>>> calls;
-  for (int i = 0; i < cuda::kColumnSumsPerLaunch + 3; ++i) {
+  for (int i = 0; i < cuda::kColumnSumsPerLaunch + 10; ++i) {
     const int rows = i == 0 ? 2 * 3168 + 37 : i % 2 == 0 ? 333 : 37;
     calls.push_back(
         std::make_unique<DeferredCall<T>>(rng, rows, widths[i % 6], i % 5 != 4, i % 4 < 2));
