@@ -96,6 +96,18 @@ void expect_refused(Report& r, const std::string& what, Run run) {
   }
 }
 
+// The refusals both forwards share, on a 64 x 96 -> 128 product: `refused(what, X's row stride,
+// I, O, X's offset in elements, with a bias)` runs the kernel, which must refuse.
+template <class Refused>
+void operand_refusals(Refused refused) {
+  refused("I not a multiple of 8", 104, 92, 128, 0, true);
+  refused("O not a multiple of 8", 104, 96, 124, 0, true);
+  refused("X's row stride not on 16 bytes", 100, 96, 128, 0, true);
+  refused("X's row stride below I", 88, 96, 128, 0, true);
+  refused("X not on 16 bytes", 104, 96, 128, 1, true);
+  refused("no bias", 104, 96, 128, 0, false);
+}
+
 void check_residual_refusals(Report& r, std::mt19937_64& rng) {
   Residual k;
   ResidualProduct p(rng, Problem{64, 96, 128, 104, 1});
@@ -107,12 +119,9 @@ void check_residual_refusals(Report& r, std::mt19937_64& rng) {
     });
   };
   const bf16* res = p.res.ptr();
-  refused("I not a multiple of 8", 104, 92, 128, 0, true, res);
-  refused("O not a multiple of 8", 104, 96, 124, 0, true, res);
-  refused("X's row stride not on 16 bytes", 100, 96, 128, 0, true, res);
-  refused("X's row stride below I", 88, 96, 128, 0, true, res);
-  refused("X not on 16 bytes", 104, 96, 128, 1, true, res);
-  refused("no bias", 104, 96, 128, 0, false, res);
+  operand_refusals([&](const std::string& what, int ldx, int i, int o, int x_offset, bool bias) {
+    refused(what, ldx, i, o, x_offset, bias, res);
+  });
   refused("no residual", 104, 96, 128, 0, true, nullptr);
   refused("the residual not on 16 bytes", 104, 96, 128, 0, true, res + 1);
   refused("the residual is Y", 104, 96, 128, 0, true, p.y.ptr());
@@ -128,12 +137,9 @@ void check_bias_refusals(Report& r, std::mt19937_64& rng) {
     });
   };
   bf16* y = p.y.ptr();
-  refused("I not a multiple of 8", 104, 92, 128, 0, true, y);
-  refused("O not a multiple of 8", 104, 96, 124, 0, true, y);
-  refused("X's row stride not on 16 bytes", 100, 96, 128, 0, true, y);
-  refused("X's row stride below I", 88, 96, 128, 0, true, y);
-  refused("X not on 16 bytes", 104, 96, 128, 1, true, y);
-  refused("no bias", 104, 96, 128, 0, false, y);
+  operand_refusals([&](const std::string& what, int ldx, int i, int o, int x_offset, bool bias) {
+    refused(what, ldx, i, o, x_offset, bias, y);
+  });
   refused("no Y", 104, 96, 128, 0, true, nullptr);
   refused("Y not on 16 bytes", 104, 96, 128, 0, true, y + 1);
 }
