@@ -497,7 +497,7 @@ void add_cutlass_qkv(std::vector<Variant>& out, std::vector<std::string>& errors
   using Tile = CutlassBiasForward::Tile;
   const std::pair<Tile, const char*> tiles[] = {
       {Tile::kPingpong128x128, "cutlass 128x128x64 c1x2 pingpong"},
-      {Tile::kCooperative128x256, "cutlass 128x256x64 c1x2 coop"},
+      {Tile::kCooperative128x256, "cutlass 128x256x64 c2x1 coop"},
       {Tile::kCooperative128x192, "cutlass 128x192x64 c1x2 coop"}};
   for (const auto& [tile, name] : tiles) {
     std::string error;

@@ -19,10 +19,11 @@ using cute::_256;
 using cute::_64;
 using cute::Shape;
 using Cluster1x2 = Shape<_1, _2, _1>;
+using Cluster2x1 = Shape<_2, _1, _1>;  // 2304 / 256 = 9 column tiles: no pair along N
 using Pingpong128x128 =
     sm90::ForwardGemm<Shape<_128, _128, _64>, Cluster1x2, sm90::Pingpong, sm90::ForwardBias>;
 using Cooperative128x256 =
-    sm90::ForwardGemm<Shape<_128, _256, _64>, Cluster1x2, sm90::Cooperative, sm90::ForwardBias>;
+    sm90::ForwardGemm<Shape<_128, _256, _64>, Cluster2x1, sm90::Cooperative, sm90::ForwardBias>;
 using Cooperative128x192 =
     sm90::ForwardGemm<Shape<_128, _192, _64>, Cluster1x2, sm90::Cooperative, sm90::ForwardBias>;
 
@@ -63,7 +64,7 @@ const char* CutlassBiasForward::name(Tile t) {
     case Tile::kPingpong128x128:
       return "CUTLASS bias forward (128x128x64 c1x2 ping-pong)";
     case Tile::kCooperative128x256:
-      return "CUTLASS bias forward (128x256x64 c1x2 cooperative)";
+      return "CUTLASS bias forward (128x256x64 c2x1 cooperative)";
     case Tile::kCooperative128x192:
       return "CUTLASS bias forward (128x192x64 c1x2 cooperative)";
   }

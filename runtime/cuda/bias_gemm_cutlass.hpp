@@ -28,7 +28,7 @@ class CutlassBiasForward {
   // Tile (M x N x K), cluster and schedule; the bench times each, the engine runs kEngineTile.
   enum class Tile {
     kPingpong128x128,     // 128x128x64, cluster 1x2, ping-pong warp groups
-    kCooperative128x256,  // 128x256x64, cluster 1x2, cooperative
+    kCooperative128x256,  // 128x256x64, cluster 2x1, cooperative
     kCooperative128x192,  // 128x192x64, cluster 1x2, cooperative (2304 = 12 x 192)
   };
   // The engine's choice (CUTLASS's best on every forward measured so far: bench/NOTES.md).
