@@ -9,10 +9,6 @@
 //             incoming residual stream as the epilogue's C: the engine's CUTLASS class in each
 //             tile configuration beside the engine's cuBLASLt call (Matmul::linear_forward with
 //             the residual, its pin); R must be left as it was
-//   qkv       Y[N,3C] = A W_qkv[3C,C]^T + b with A's rows 776 elements apart (ln1 and the ones
-//             column the engine keeps past C; the pad holds other values, which must not count):
-//             runtime/cuda's CUTLASS bias-only class in each tile configuration beside the
-//             engine's cuBLASLt call (Matmul::linear_forward with ldx 776, its pin)
 // Per variant: median and minimum of --reps calls, each between its own pair of CUDA events
 // (after --warmup); the outputs' relative L2 difference to a float64 host reference on a sample
 // of rows (tolerance 1e-2, as tests/gpu's bf16 checks), the bias gradient's to the column sums
@@ -33,7 +29,6 @@
 #include <vector>
 
 #include "bench_args.hpp"
-#include "bias_gemm_cutlass.hpp"
 #include "bias_grad_kernels.hpp"
 #include "cuda_check.hpp"
 #include "cutlass_gelu_gemms.hpp"
@@ -61,18 +56,16 @@ constexpr const char* kUsage =
     "input times GELU', also with the bias gradient fused) as CUTLASS sm_90a kernels beside\n"
     "cuBLASLt's GELU_AUX_BIAS / DGELU (+ bias_grad kernel) and the plain products, and the\n"
     "residual forwards (attention projection, fc2: + bias + residual stream) beside the\n"
-    "engine's cuBLASLt call, and the QKV forward (bias only, X rows 776 apart) likewise;\n"
-    "checks each against float64 on sampled rows and for the same bits.\n";
+    "engine's cuBLASLt call; checks each against float64 on sampled rows and for the same bits.\n";
 
 // GPT-2 124M at micro-batch 16, sequence 1024.
-constexpr int kTokens = 16 * 1024, kC = 768, kH = 4 * kC, kQkv = 3 * kC;
-constexpr int kLnLd = 776;  // the engine's ln_ld_ for C = 768: a ones column at 768, padded to 8
+constexpr int kTokens = 16 * 1024, kC = 768, kH = 4 * kC;
 constexpr int kSampleRows = 48;
 constexpr double kTolerance = 1e-2;
 constexpr GeluProduct kProducts[] = {GeluProduct::kForward,          GeluProduct::kPlainForward,
                                      GeluProduct::kBackward,         GeluProduct::kPlainBackward,
                                      GeluProduct::kBackwardBiasGrad, GeluProduct::kAttnProjResidual,
-                                     GeluProduct::kFc2Residual,      GeluProduct::kQkvForward};
+                                     GeluProduct::kFc2Residual};
 
 // ---- data ----------------------------------------------------------------------------------
 
@@ -106,15 +99,12 @@ struct Inputs {
   Matrix x = random_matrix(size_t(kTokens) * kC, 1.0, 1);  // fc input (LayerNorm'd)
   Matrix w_fc = random_matrix(size_t(kH) * kC, 0.04, 2);   // [4C, C]
   Matrix b_fc = random_matrix(kH, 0.5, 3);
-  Matrix dy = random_matrix(size_t(kTokens) * kC, 1.0, 4);       // gradient into fc2's output
-  Matrix w_proj = random_matrix(size_t(kC) * kH, 0.04, 5);       // [C, 4C]
-  Matrix pre = random_matrix(size_t(kTokens) * kH, 3.0, 6);      // GELU's input, for the backward
-  Matrix w_attn = random_matrix(size_t(kC) * kC, 0.04, 7);       // attention projection [C, C]
-  Matrix b_c = random_matrix(kC, 0.5, 8);                        // the residual products' bias
-  Matrix resid = random_matrix(size_t(kTokens) * kC, 1.0, 9);    // the residual stream (their C)
-  Matrix ln1 = random_matrix(size_t(kTokens) * kLnLd, 1.0, 10);  // QKV input, rows kLnLd apart
-  Matrix w_qkv = random_matrix(size_t(kQkv) * kC, 0.04, 11);     // [3C, C]
-  Matrix b_qkv = random_matrix(kQkv, 0.5, 12);
+  Matrix dy = random_matrix(size_t(kTokens) * kC, 1.0, 4);     // gradient into fc2's output
+  Matrix w_proj = random_matrix(size_t(kC) * kH, 0.04, 5);     // [C, 4C]
+  Matrix pre = random_matrix(size_t(kTokens) * kH, 3.0, 6);    // GELU's input, for the backward
+  Matrix w_attn = random_matrix(size_t(kC) * kC, 0.04, 7);     // attention projection [C, C]
+  Matrix b_c = random_matrix(kC, 0.5, 8);                      // the residual products' bias
+  Matrix resid = random_matrix(size_t(kTokens) * kC, 1.0, 9);  // the residual stream (their C)
   DeviceBuffer d{size_t(kTokens) * kH * sizeof(bf16)};
   DeviceBuffer aux{size_t(kTokens) * kH * sizeof(bf16)};
   DeviceBuffer dbias{size_t(kH) * sizeof(float)};
@@ -133,7 +123,6 @@ bool residual(GeluProduct p) {
   return p == GeluProduct::kAttnProjResidual || p == GeluProduct::kFc2Residual;
 }
 int out_width(GeluProduct p) {
-  if (p == GeluProduct::kQkvForward) return kQkv;
   return residual(p) ? kC : kH;
 }
 
@@ -162,24 +151,8 @@ Reference residual_reference(const Inputs& in, GeluProduct p) {
   return r;
 }
 
-// The QKV forward: b + A W^T per sampled row over A's first C columns (the pad past them is not
-// part of the product).
-Reference qkv_reference(const Inputs& in) {
-  Reference r;
-  for (int row : in.rows) {
-    for (int c = 0; c < kQkv; ++c) {
-      double s = in.b_qkv.host[c];
-      for (int k = 0; k < kC; ++k)
-        s += in.ln1.host[size_t(row) * kLnLd + k] * in.w_qkv.host[size_t(c) * kC + k];
-      r.d.push_back(s);
-    }
-  }
-  return r;
-}
-
 Reference reference(const Inputs& in, GeluProduct p) {
   if (residual(p)) return residual_reference(in, p);
-  if (p == GeluProduct::kQkvForward) return qkv_reference(in);
   const bool forward = p == GeluProduct::kForward || p == GeluProduct::kPlainForward;
   Reference r;
   std::vector<double> acc(kH), act(kH);
@@ -254,8 +227,6 @@ const char* product_name(GeluProduct p) {
       return "attn-proj bias+residual";
     case GeluProduct::kFc2Residual:
       return "fc2 bias+residual";
-    case GeluProduct::kQkvForward:
-      return "qkv forward bias (ldx 776)";
   }
   return "?";
 }
@@ -302,10 +273,6 @@ std::vector<Variant> cublaslt_variants(const Inputs& in, Matmul& mm) {
       Matmul::forward_call(in.d.as<void>(), in.pre.ptr(), in.w_proj.ptr(), in.b_c.ptr(), kTokens,
                            kH, kC, CUDA_R_16BF, nullptr, 0, in.resid.ptr());
   auto call = [&mm](GemmCall c) { return [&mm, c](cudaStream_t s) { mm.gemm(c, s); }; };
-  auto qkv = [&mm, &in](cudaStream_t s) {  // cuda_engine.cpp's qkv_forward, cuBLASLt's branch
-    mm.linear_forward(in.d.as<bf16>(), in.ln1.ptr(), in.w_qkv.ptr(), in.b_qkv.ptr(), kTokens, kC,
-                      kQkv, CUDA_R_16BF, s, nullptr, kLnLd);
-  };
   auto with_bias_grad = [&mm, &in, bwd](cudaStream_t s) {
     mm.gemm(bwd, s);
     railyard::cuda::bias_grad(in.dbias.as<float>(), in.partials.as<float>(), in.d.as<bf16>(),
@@ -320,8 +287,7 @@ std::vector<Variant> cublaslt_variants(const Inputs& in, Matmul& mm) {
        with_bias_grad},
       {"cublaslt BIAS + C (engine's call)", "cublaslt", GeluProduct::kAttnProjResidual,
        call(attn_res)},
-      {"cublaslt BIAS + C (engine's call)", "cublaslt", GeluProduct::kFc2Residual, call(fc2_res)},
-      {"cublaslt BIAS (engine's call)", "cublaslt", GeluProduct::kQkvForward, qkv}};
+      {"cublaslt BIAS + C (engine's call)", "cublaslt", GeluProduct::kFc2Residual, call(fc2_res)}};
 }
 
 // ---- measuring -----------------------------------------------------------------------------
@@ -490,34 +456,6 @@ void add_cutlass_residual(
   }
 }
 
-// The engine's CUTLASS bias-only forward in each of its tiles, for the QKV forward.
-void add_cutlass_qkv(std::vector<Variant>& out, std::vector<std::string>& errors, const Inputs& in,
-                     std::vector<std::unique_ptr<railyard::cuda::CutlassBiasForward>>& keep) {
-  using railyard::cuda::CutlassBiasForward;
-  using Tile = CutlassBiasForward::Tile;
-  const std::pair<Tile, const char*> tiles[] = {
-      {Tile::kPingpong128x128, "cutlass 128x128x64 c1x2 pingpong"},
-      {Tile::kCooperative128x256, "cutlass 128x256x64 c2x1 coop"},
-      {Tile::kCooperative128x192, "cutlass 128x192x64 c1x2 coop"}};
-  for (const auto& [tile, name] : tiles) {
-    std::string error;
-    CutlassBiasForward* k = nullptr;
-    try {
-      keep.push_back(std::make_unique<CutlassBiasForward>(tile));
-      k = keep.back().get();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    const std::string label =
-        std::string(name) + (tile == CutlassBiasForward::kEngineTile ? " (engine)" : "");
-    out.push_back({label, "cutlass", GeluProduct::kQkvForward, [k, &in](cudaStream_t s) {
-                     k->run(in.d.as<bf16>(), in.ln1.ptr(), kLnLd, in.w_qkv.ptr(), in.b_qkv.ptr(),
-                            kTokens, kC, kQkv, s);
-                   }});
-    errors.push_back(error);
-  }
-}
-
 // Per product: cuBLASLt's median, the fastest CUTLASS configuration that passed its checks, and
 // what taking it would save per step (12 layers), the figure bench/NOTES.md decides on.
 json summary(const json& rows) {
@@ -564,8 +502,6 @@ int run_bench(const railyard::bench::TimingOptions& o) {
   add_cutlass(variants, errors, in, keep);
   std::vector<std::unique_ptr<railyard::cuda::CutlassResidualForward>> keep_residual;
   add_cutlass_residual(variants, errors, in, keep_residual);
-  std::vector<std::unique_ptr<railyard::cuda::CutlassBiasForward>> keep_qkv;
-  add_cutlass_qkv(variants, errors, in, keep_qkv);
   cudaStream_t s = nullptr;
   RY_CUDA(cudaStreamCreate(&s));
 

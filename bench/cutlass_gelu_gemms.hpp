@@ -25,11 +25,9 @@
 
 namespace railyard::bench {
 
-// kAttnProjResidual and kFc2Residual are the residual forwards Y[M,C] = A W^T + bias + residual
-// (C = 768 outputs; the attention projection's K = 768, fc2's K = 3072), timed with the engine's
-// own CUTLASS class (runtime/cuda/residual_gemm_cutlass.hpp); kQkvForward is the QKV projection
-// Y[M,3C] = A W^T + bias with A's rows 776 elements apart (ln1 and its ones column), timed with
-// runtime/cuda/bias_gemm_cutlass.hpp's class; neither through this file's variants.
+// The last two are the residual forwards Y[M,C] = A W^T + bias + residual (C = 768 outputs; the
+// attention projection's K = 768, fc2's K = 3072), timed with the engine's own CUTLASS class
+// (runtime/cuda/residual_gemm_cutlass.hpp), not through this file's variants.
 enum class GeluProduct {
   kForward,
   kBackward,
@@ -38,7 +36,6 @@ enum class GeluProduct {
   kBackwardBiasGrad,
   kAttnProjResidual,
   kFc2Residual,
-  kQkvForward,
 };
 
 struct GeluGemmOperands {

@@ -282,7 +282,7 @@ if has gemm; then stage_gemm; fi
 # to cutlass.log, JSON to cutlass-gelu.json (also bench/results/). Needs CUTLASS's headers: the
 # nvidia-cutlass wheel in .whl/ (docs/gpu.md).
 stage_cutlass() {
-  log "cutlass: cutlass_gelu_bench (M 16384, N 3072, K 768, bf16; residual forwards N 768; qkv N 2304, X ld 776)"
+  log "cutlass: cutlass_gelu_bench (M 16384, N 3072, K 768, bf16; residual forwards N 768)"
   ninja -C "$BUILD" -j16 cutlass_gelu_bench > "$W/build-cutlass.log" 2>&1 || {
     grep -E "error|FAILED" "$W/build-cutlass.log" | head -30
     echo "cutlass: no cutlass_gelu_bench: run the build stage first with the nvidia-cutlass" \

@@ -25,7 +25,6 @@
 #include "dtype.hpp"
 #include "embedding_kernels.hpp"
 #if RAILYARD_HAVE_CUTLASS
-#include "bias_gemm_cutlass.hpp"
 #include "gelu_gemm_cutlass.hpp"
 #include "residual_gemm_cutlass.hpp"
 #endif
@@ -59,9 +58,6 @@ constexpr bool kDeferColumnSums = true;
 // The attention projection's forward (bf16 on compute capability 9.0): CUTLASS's residual kernel
 // (true) or cuBLASLt's beta-1 product (false). One line, so that one tree times both.
 constexpr bool kCutlassResidualForward = true;
-// The QKV projection's forward (bf16 on compute capability 9.0): CUTLASS's bias-only ping-pong
-// kernel (true) or cuBLASLt's BIAS product with its pinned algorithm (false). One line, as above.
-constexpr bool kCutlassQkvForward = true;
 #endif
 
 // Device 0 when the plugin bound the task (it rotates CUDA_VISIBLE_DEVICES so the task's GPU
@@ -183,10 +179,7 @@ class CudaEngine final : public Engine {
   // The attention projection with the residual added in its epilogue: a.resid_mid from a.atty and
   // a.resid (fc_forward_description says which kernel).
   void attn_proj_forward(const LayerActs<T>& a, const LayerParams& p, int N);
-  // The QKV projection y = ln1 W^T + b (y: qkv_, or a.qkvp with cuDNN's attention), ln1 read
-  // by its row stride ln_ld_ (fc_forward_description says which kernel).
-  void qkv_forward(T* y, const LayerActs<T>& a, const LayerParams& p, int N);
-  // " fc:<kernel> attn-proj:<kernel> qkv:<kernel>", the forward products that CUTLASS may run.
+  // " fc:<kernel> attn-proj:<kernel>", the forward products that CUTLASS may run.
   std::string fc_forward_description() const;
   bool fused_attention() const;
   // " attention:built-in", or " attention:cudnn(fwd <plan>, bwd <plan>)" at the planned shape.
@@ -295,7 +288,6 @@ class CudaEngine final : public Engine {
 #if RAILYARD_HAVE_CUTLASS
   std::unique_ptr<CutlassGeluForward> cutlass_fc_;        // bf16 on compute capability 9.0 only
   std::unique_ptr<CutlassResidualForward> cutlass_proj_;  // as cutlass_fc_, if chosen
-  std::unique_ptr<CutlassBiasForward> cutlass_qkv_;       // as cutlass_fc_, if chosen
 #endif
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
@@ -326,7 +318,6 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   if (!kFp32 && CutlassGeluForward::supports(device_)) {
     cutlass_fc_ = std::make_unique<CutlassGeluForward>();
     if (kCutlassResidualForward) cutlass_proj_ = std::make_unique<CutlassResidualForward>();
-    if (kCutlassQkvForward) cutlass_qkv_ = std::make_unique<CutlassBiasForward>();
   }
 #endif
   describe_ += fc_forward_description();
@@ -806,32 +797,14 @@ void CudaEngine<T>::attn_proj_forward(const LayerActs<T>& a, const LayerParams& 
                       stream_, nullptr, 0, a.resid);
 }
 
-// Bias only, X = ln1 with its ones column past C (rows ln_ld_ apart). CUTLASS's ping-pong kernel
-// against cuBLASLt's pinned algorithm (90 us at 16384 x 2304 x 768 on an H200, bench/NOTES.md);
-// both give the same bits every run, not each other's.
-template <typename T>
-void CudaEngine<T>::qkv_forward(T* y, const LayerActs<T>& a, const LayerParams& p, int N) {
-#if RAILYARD_HAVE_CUTLASS
-  if constexpr (!kFp32) {
-    if (cutlass_qkv_) {
-      cutlass_qkv_->run(y, a.ln1, ln_ld_, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, stream_);
-      return;
-    }
-  }
-#endif
-  mm_->linear_forward(y, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, cuda_dtype<T>(), stream_,
-                      nullptr, ln_ld_);
-}
-
 template <typename T>
 std::string CudaEngine<T>::fc_forward_description() const {
-  std::string fc = " fc:cublaslt", proj = " attn-proj:cublaslt", qkv = " qkv:cublaslt";
+  std::string fc = " fc:cublaslt", proj = " attn-proj:cublaslt";
 #if RAILYARD_HAVE_CUTLASS
   if (cutlass_fc_) fc = " fc:cutlass-sm90-pingpong";
   if (cutlass_proj_) proj = " attn-proj:cutlass-sm90-pingpong";
-  if (cutlass_qkv_) qkv = " qkv:cutlass-sm90-pingpong";
 #endif
-  return fc + proj + qkv;
+  return fc + proj;
 }
 
 template <typename T>
@@ -875,17 +848,20 @@ template <typename T>
 void CudaEngine<T>::attention_block_forward(LayerActs<T>& a, const LayerParams& p,
                                             const AttentionShape& s) {
   const int N = s.B * s.T;
+  const cudaDataType_t dt = cuda_dtype<T>();
 #if RAILYARD_HAVE_CUDNN
   if constexpr (!kFp32) {
     if (fused_) {
       // The projection's output is what backward needs: kept as is, read by stride.
-      qkv_forward(a.qkvp, a, p, N);
+      mm_->linear_forward(a.qkvp, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_, nullptr,
+                          ln_ld_);
       fused_->forward(a.atty, a.stats, a.qkvp, s, stream_);
       return;
     }
   }
 #endif
-  qkv_forward(qkv_, a, p, N);
+  mm_->linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_, nullptr,
+                      ln_ld_);
   attention_forward(*mm_, a.atty, a.qkvp, a.probs, o_heads_, qkv_, s, stream_);
 }
 
