@@ -45,6 +45,7 @@ using railyard::cuda::DeviceBuffer;
 using railyard::cuda::GemmCall;
 using railyard::cuda::Matmul;
 using railyard::cuda::ones_column_ld;
+using railyard::cuda::ones_column_row_stride;
 using json = nlohmann::json;
 using railyard::bench::describe;
 using railyard::bench::write_json;
@@ -162,24 +163,25 @@ struct ProductSpec {
   int N, I, O;
   bool bias = false, accumulate = false;
   int calls = 0;  // per training step (0: only with gradient accumulation, or no longer issued)
-  int ldx = 0;    // the forward's input row stride where not I (ln1, ln2 with their ones column)
+  int ldx = 0;    // the input's row stride where not I (ln1, ln2 with their ones column)
 };
 
 // What runtime/cuda/cuda_engine.cpp issues in one step (forward, loss_head, backward) with
 // the fused (cuDNN) attention: the unfused fallback's batched products are not part of it.
 // ln1 and ln2 have a ones column (runtime/cuda/ones_column_kernels.hpp): the qkv and fc1
-// forwards read them at stride ones_column_ld(C), and their weight gradients are one product
-// over ones_column_ld(C) inputs (the bias gradient its last column), always "=" (the split adds
-// to the gradients); the plain C-input weight products stay listed, at 0 calls, to compare. The
-// attention and MLP output projections add the residual in their epilogues; their forwards
-// without it stay listed, at 0 calls, to compare (what the residual input costs).
+// forwards read them at their row stride ones_column_row_stride(C), and their weight gradients
+// are one product over ones_column_ld(C) of those columns (the bias gradient the last), always "="
+// (the split adds to the gradients); the plain C-input weight products stay listed, at 0 calls, to
+// compare. The attention and MLP output projections add the residual in their epilogues; their
+// forwards without it stay listed, at 0 calls, to compare (what the residual input costs).
 std::vector<ProductSpec> step_products(const Options& o) {
   const int N = o.batch * o.seq, C = o.dim, L = o.layers, ld = ones_column_ld(C);
+  const int stride = ones_column_row_stride(C);
   std::vector<ProductSpec> p = {
-      {"qkv forward bias", Kind::kForward, N, C, 3 * C, true, false, L, ld},
+      {"qkv forward bias", Kind::kForward, N, C, 3 * C, true, false, L, stride},
       {"attn-proj forward bias+residual", Kind::kForwardResidual, N, C, C, true, false, L},
       {"attn-proj forward bias (no longer issued)", Kind::kForward, N, C, C, true, false, 0},
-      {"fc1 forward gelu_aux", Kind::kForwardGelu, N, C, 4 * C, true, false, L, ld},
+      {"fc1 forward gelu_aux", Kind::kForwardGelu, N, C, 4 * C, true, false, L, stride},
       {"fc2 forward bias+residual", Kind::kForwardResidual, N, 4 * C, C, true, false, L},
       {"fc2 forward bias (no longer issued)", Kind::kForward, N, 4 * C, C, true, false, 0},
       {"fc2 backward-input dgelu", Kind::kBackwardInputDgelu, N, 4 * C, C, false, false, L},
@@ -187,13 +189,13 @@ std::vector<ProductSpec> step_products(const Options& o) {
       {"fc1 backward-input", Kind::kBackwardInput, N, C, 4 * C, false, false, L},
       {"fc1 backward-weight =", Kind::kBackwardWeight, N, C, 4 * C, false, false, 0},
       {"fc1 backward-weight+bias (ones column) =", Kind::kBackwardWeight, N, ld, 4 * C, false,
-       false, L},
+       false, L, stride},
       {"attn-proj backward-input", Kind::kBackwardInput, N, C, C, false, false, L},
       {"attn-proj backward-weight =", Kind::kBackwardWeight, N, C, C, false, false, L},
       {"qkv backward-input", Kind::kBackwardInput, N, C, 3 * C, false, false, L},
       {"qkv backward-weight =", Kind::kBackwardWeight, N, C, 3 * C, false, false, 0},
       {"qkv backward-weight+bias (ones column) =", Kind::kBackwardWeight, N, ld, 3 * C, false,
-       false, L},
+       false, L, stride},
       // The same two products the other way round (m the outputs, n the ld inputs: dW^T), not
       // issued: where their tiles fit 776 better, the split would transpose instead.
       {"fc1 backward-weight+bias transposed (not issued)", Kind::kBackwardWeight, N, 4 * C, ld,
@@ -277,11 +279,11 @@ Operands operands(const ProductSpec& s) {
     ops.call = Matmul::forward_call(y, x, w, bias, s.N, s.I, s.O, t, pre, s.ldx, resid);
   } else if (s.kind == Kind::kBackwardWeight) {
     const void* dy = buffer(ops, N * O, true, 1.0f, 4);
-    const void* x = buffer(ops, N * I, true, 1.0f, 1);
+    const void* x = buffer(ops, N * size_t(s.ldx > 0 ? s.ldx : s.I), true, 1.0f, 1);
     auto* dw = static_cast<float*>(buffer(ops, O * I, false, 0, 0));
     ops.outputs.push_back({dw, O * I, false});
     if (s.accumulate) ops.init = buffer(ops, O * I, false, 0.01f, 5);
-    ops.call = Matmul::backward_weight_call(dw, dy, x, s.N, s.I, s.O, t, s.accumulate);
+    ops.call = Matmul::backward_weight_call(dw, dy, x, s.N, s.I, s.O, t, s.accumulate, s.ldx);
   } else {
     const void* dy = buffer(ops, N * O, true, 1.0f, 4);
     void* dx = buffer(ops, N * I, true, 0, 0);

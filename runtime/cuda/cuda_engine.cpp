@@ -230,7 +230,8 @@ class CudaEngine final : public Engine {
   int device_ = 0;
   std::string describe_;
   int L_, C_, H_, V_, Vp_, Bmax_, Tmax_;
-  int ln_ld_ = 0;  // row stride of ln1 and ln2: C and the ones column's padding
+  int ln_ld_ = 0;    // row stride of ln1 and ln2 (ones_column_row_stride)
+  int ln_cols_ = 0;  // their columns the products read: C, the ones column, its padding
   size_t total_ = 0, padded_ = 0, shard_begin_ = 0, shard_size_ = 0;
   size_t wte_, wpe_, lnfw_, lnfb_;
   std::vector<LayerParams> lp_;
@@ -267,7 +268,7 @@ class CudaEngine final : public Engine {
   float* partials_ = nullptr;
   size_t partials_stride_ = 0;
   std::vector<ColumnSums> pending_sums_;
-  // The product dY^T [ln, 1] of the qkv or fc weight gradient, [O, ln_ld_] fp32, before its split
+  // The product dY^T [ln, 1] of the qkv or fc weight gradient, [O, ln_cols_] fp32, before its split
   // into the weight and bias gradients.
   float* wb_prod_ = nullptr;
   double* norm_slots_ = nullptr;
@@ -308,7 +309,8 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
               (opts_.recompute ? " recompute" : "");
   L_ = cfg_.layers, C_ = cfg_.dim, H_ = cfg_.heads, V_ = cfg_.vocab, Vp_ = cfg_.padded_vocab;
   Bmax_ = opts_.micro_batch, Tmax_ = opts_.seq;
-  ln_ld_ = ones_column_ld(C_);
+  ln_ld_ = ones_column_row_stride(C_);
+  ln_cols_ = ones_column_ld(C_);
   locate_params();
   shard_params();
 
@@ -568,7 +570,7 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   sc.partials = plan.add("scratch: layernorm backward partials",
                          size_t(partials_regions()) * partials_stride(N) * f);
   sc.wb_prod =
-      plan.add("scratch: weight and bias gradient product", size_t(4) * C_ * size_t(ln_ld_) * f);
+      plan.add("scratch: weight and bias gradient product", size_t(4) * C_ * size_t(ln_cols_) * f);
   sc.norm_slots = plan.add("scratch: norm slots",
                            grad_sumsq_slots(padded_, grad_sumsq_full_blocks()) * sizeof(double));
   return sc;
@@ -952,8 +954,9 @@ template <typename T>
 void CudaEngine<T>::weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O,
                                      bool acc) {
   // The product always overwrites its scratch; the split adds to the gradients where acc.
-  mm_->linear_backward_weight(wb_prod_, dy, x, N, ln_ld_, O, cuda_dtype<T>(), false, stream_);
-  split_ones_column_product(dw, db, wb_prod_, O, C_, ln_ld_, acc, stream_);
+  mm_->linear_backward_weight(wb_prod_, dy, x, N, ln_cols_, O, cuda_dtype<T>(), false, stream_,
+                              ln_ld_);
+  split_ones_column_product(dw, db, wb_prod_, O, C_, ln_cols_, acc, stream_);
 }
 
 template <typename T>

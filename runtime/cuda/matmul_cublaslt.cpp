@@ -56,6 +56,14 @@ cublasLtEpilogue_t epilogue_of(const GemmCall& c) {
   return epi;
 }
 
+// X's rows ldx apart (0: packed) must hold its I columns.
+void check_row_stride(int ldx, int I) {
+  if (ldx != 0 && ldx < I) {
+    throw std::invalid_argument("Matmul: input rows " + std::to_string(ldx) +
+                                " apart, shorter than their " + std::to_string(I) + " columns");
+  }
+}
+
 }  // namespace
 
 Matmul::Matmul(size_t workspace_bytes)
@@ -283,13 +291,11 @@ void Matmul::linear_forward(void* y, const void* x, const void* w, const void* b
 GemmCall Matmul::forward_call(void* y, const void* x, const void* w, const void* bias, int N, int I,
                               int O, cudaDataType_t t, void* gelu_pre, int ldx,
                               const void* residual) {
-  if (ldx != 0 && ldx < I) {
-    throw std::invalid_argument("Matmul: input rows " + std::to_string(ldx) +
-                                " apart, shorter than their " + std::to_string(I) + " columns");
-  }
+  check_row_stride(ldx, I);
   if (residual != nullptr && (residual == y || gelu_pre != nullptr)) {
-    throw std::logic_error("Matmul: a forward's residual input must be another buffer than its "
-                           "output, and goes with no GELU epilogue");
+    throw std::logic_error(
+        "Matmul: a forward's residual input must be another buffer than its "
+        "output, and goes with no GELU epilogue");
   }
   GemmCall c;  // Y^T[O,N] = W[O,I] X^T[I,N]
   c.trans_a = true;
@@ -334,16 +340,18 @@ GemmCall Matmul::backward_input_call(void* dx, const void* dy, const void* w, in
 }
 
 void Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
-                                    cudaDataType_t t, bool accumulate, cudaStream_t stream) {
-  gemm(backward_weight_call(dw, dy, x, N, I, O, t, accumulate), stream);
+                                    cudaDataType_t t, bool accumulate, cudaStream_t stream,
+                                    int ldx) {
+  gemm(backward_weight_call(dw, dy, x, N, I, O, t, accumulate, ldx), stream);
 }
 
 GemmCall Matmul::backward_weight_call(float* dw, const void* dy, const void* x, int N, int I, int O,
-                                      cudaDataType_t t, bool accumulate) {
+                                      cudaDataType_t t, bool accumulate, int ldx) {
+  check_row_stride(ldx, I);
   GemmCall c;  // dW^T[I,O] (+)= X^T[I,N] dY[N,O]
   c.trans_b = true;
   c.m = I, c.n = O, c.k = N;
-  c.a = x, c.lda = I;
+  c.a = x, c.lda = ldx > 0 ? ldx : I;
   c.b = dy, c.ldb = O;
   c.d = dw, c.ldd = I;
   c.ab_type = t, c.d_type = CUDA_R_32F;

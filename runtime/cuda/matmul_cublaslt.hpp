@@ -109,7 +109,7 @@ class Matmul {
                                       cudaDataType_t t, bool accumulate,
                                       const void* gelu_pre = nullptr);
   static GemmCall backward_weight_call(float* dw, const void* dy, const void* x, int N, int I,
-                                       int O, cudaDataType_t t, bool accumulate);
+                                       int O, cudaDataType_t t, bool accumulate, int ldx = 0);
 
   // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]) (+ residual[N,O]); X, W, Y, bias, residual of type
   // `t`. With gelu_pre, Y is GELU of that and gelu_pre [N,O] receives the value before GELU
@@ -125,9 +125,10 @@ class Matmul {
   void linear_backward_input(void* dx, const void* dy, const void* w, int N, int I, int O,
                              cudaDataType_t t, bool accumulate, cudaStream_t stream,
                              const void* gelu_pre = nullptr);
-  // dW[O,I] (fp32) (+= with accumulate, else =) dY[N,O]^T X[N,I].
+  // dW[O,I] (fp32) (+= with accumulate, else =) dY[N,O]^T X[N,I]; X's rows ldx apart where
+  // ldx > 0 (at least I), I apart otherwise.
   void linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
-                              cudaDataType_t t, bool accumulate, cudaStream_t stream);
+                              cudaDataType_t t, bool accumulate, cudaStream_t stream, int ldx = 0);
 
  private:
   struct Plan;

@@ -16,9 +16,17 @@ inline constexpr int kOnesColumnPad = 8;
 constexpr int ones_column_ld(int I) {
   return I + kOnesColumnPad;
 }
+// Where such rows are stored, their stride: ones_column_ld(I) rounded up to kOnesColumnRowAlign
+// elements (64: 128 bytes of bf16), so that every row of the products' operands starts on a
+// 128-byte line (at 776 elements apart, seven rows in eight straddle one line more per TMA box
+// row). The products still read only ones_column_ld(I) columns. 8: the rows packed at 776.
+inline constexpr int kOnesColumnRowAlign = 64;
+constexpr int ones_column_row_stride(int I) {
+  return (ones_column_ld(I) + kOnesColumnRowAlign - 1) / kOnesColumnRowAlign * kOnesColumnRowAlign;
+}
 
-// Columns I..ld-1 of every row of x [N, ld]: 1 at column I, 0 after it. Run once when the
-// buffer is allocated: whatever writes x afterwards writes only columns 0..I-1.
+// Columns I..ld-1 of every row of x [N, ld] (ld: the row stride): 1 at column I, 0 after it. Run
+// once when the buffer is allocated: whatever writes x afterwards writes only columns 0..I-1.
 template <typename T>
 void set_ones_column(T* x, int N, int I, int ld, cudaStream_t stream);
 

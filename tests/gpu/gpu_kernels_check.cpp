@@ -877,19 +877,21 @@ void check_split_ones_column(Report& r, std::mt19937_64& rng, cudaStream_t s, in
 }
 
 // The qkv and fc weight and bias gradients as the engine takes them from one product (the
-// input's ones column, ones_column_kernels.hpp), at GPT-2's fc shape (16384 rows, 768 -> 3072):
+// input's ones column, ones_column_kernels.hpp; the input's rows at the engine's stride
+// ones_column_row_stride, the product over its first ones_column_ld columns), at GPT-2's fc shape
+// (16384 rows, 768 -> 3072):
 // the bias gradient against float64 column sums of dy, the weight gradient on a sample of its
 // rows, = and +=, and the same bits twice. The bias column is a fixed-order fp32 sum of 16384
 // terms in the product's tiles (expected error about 1e-6 relative), hence 1e-4.
 template <typename T>
 void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
   constexpr int PN = 16 * 1024, PI = 768, PO = 4 * 768, kStride = 97;
-  const int ld = cuda::ones_column_ld(PI);
+  const int ld = cuda::ones_column_ld(PI), row = cuda::ones_column_row_stride(PI);
   const std::string t = std::string(type_name<T>()) + " ones-column product (GPT-2 fc)";
-  DevArray<T> x(size_t(PN) * ld), dy(size_t(PN) * PO);
+  DevArray<T> x(size_t(PN) * row), dy(size_t(PN) * PO);
   DevArray<float> prod(size_t(PO) * ld), dw(size_t(PO) * PI), db(PO);
   auto hx = x.upload(random_vec(rng, x.n));
-  cuda::set_ones_column(x.ptr(), PN, PI, ld, s);
+  cuda::set_ones_column(x.ptr(), PN, PI, row, s);
   auto hdy = dy.upload(random_vec(rng, dy.n));
   std::vector<double> rdb(PO, 0.0), rdw;
   for (int n = 0; n < PN; ++n) {
@@ -899,7 +901,7 @@ void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm
   for (int o = 0; o < PO; o += kStride) sample.push_back(o);
   rdw.assign(sample.size() * PI, 0.0);
   for (int n = 0; n < PN; ++n) {
-    const double* xr = hx.data() + size_t(n) * ld;  // the padding's host values are never read
+    const double* xr = hx.data() + size_t(n) * row;  // the padding's host values are never read
     for (size_t k = 0; k < sample.size(); ++k) {
       const double g = hdy[size_t(n) * PO + sample[k]];
       for (int c = 0; c < PI; ++c) rdw[k * PI + c] += g * xr[c];
@@ -914,7 +916,7 @@ void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm
   auto run = [&](bool acc) {
     prod.poison();
     mm.linear_backward_weight(prod.ptr(), dy.ptr(), x.ptr(), PN, ld, PO, cuda::cuda_dtype<T>(),
-                              false, s);
+                              false, s, row);
     cuda::split_ones_column_product(dw.ptr(), db.ptr(), prod.ptr(), PO, PI, ld, acc, s);
   };
   dw.poison();
@@ -935,9 +937,9 @@ void check_ones_column_product(Report& r, std::mt19937_64& rng, cuda::Matmul& mm
   r.check(t + " bias (+=)", db.download(), rdb, 1e-4);
   r.check(t + " weight (+=, sampled rows)", sampled(dw.download()), rdw, 1e-4);
   const auto call = cuda::Matmul::backward_weight_call(prod.ptr(), dy.ptr(), x.ptr(), PN, ld, PO,
-                                                       cuda::cuda_dtype<T>(), false);
-  std::printf("     %s: %dx%dx%d runs %s\n", t.c_str(), call.m, call.n, call.k,
-              cuda::to_string(mm.algo_config(call)).c_str());
+                                                       cuda::cuda_dtype<T>(), false, row);
+  std::printf("     %s: %dx%dx%d, rows %d apart, runs %s\n", t.c_str(), call.m, call.n, call.k,
+              call.lda, cuda::to_string(mm.algo_config(call)).c_str());
 }
 
 template <typename T>
