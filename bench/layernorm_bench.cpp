@@ -56,8 +56,9 @@ namespace {
 
 constexpr const char* kUsage = "usage: layernorm_bench [--warmup 5] [--reps 30] [--json FILE]\n";
 constexpr int kRows = 16384, kC = 768, kB = 16, kT = 1024, kVocab = 50257, kPaddedVocab = 50304;
-// The step's row stride of the LayerNorm outputs: ones_column_ld(768) (ones_column_kernels.hpp).
-constexpr int kLdOut = 776;
+// The step's row stride of the LayerNorm outputs: ones_column_row_stride(768)
+// (ones_column_kernels.hpp).
+constexpr int kLdOut = 832;
 
 using Options = railyard::bench::TimingOptions;
 
