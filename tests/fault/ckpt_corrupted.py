@@ -14,7 +14,10 @@ from fault_common import (check, checkpoints, fresh_dir, h5py, mpirun, newest, r
 STEPS = 60
 d = fresh_dir("corrupted")
 ck = d / "ckpt"
-run(train_cmd(ck, STEPS, ["--ckpt-every", 10, "--keep", 10]))
+# Launched as reference() launches the uninterrupted run (mpirun, one rank bound to one core):
+# the CPU engine's bits depend on its BLAS thread count (one core: one thread), which a plain
+# launch on a 2-core machine sets to 2 (OpenBLAS on AMD EPYC sums otherwise then).
+run(mpirun(1) + train_cmd(ck, STEPS, ["--ckpt-every", 10, "--keep", 10]))
 c = checkpoints(ck)
 check(sorted(c) == [10, 20, 30, 40, 50, 60], f"expected checkpoints 10..60, got {sorted(c)}")
 
@@ -42,7 +45,7 @@ with h5py.File(c[30], "r+") as f:
 with h5py.File(c[20], "r+") as f:
     del f["adam/v/h.1.attn.qkv.weight"]
 
-p = run(train_cmd(ck, STEPS, ["--keep", 10]))
+p = run(mpirun(1) + train_cmd(ck, STEPS, ["--keep", 10]))
 err = p.stderr + p.stdout
 for step, why in [(60, "a different model: layers 4 (this run: 2)"),
                   (50, "checksum mismatch in dataset /params/h.0.mlp.fc.weight"),
