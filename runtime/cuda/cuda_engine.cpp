@@ -211,7 +211,8 @@ class CudaEngine final : public Engine {
   // later shape can replace under a graph that still points at it).
   void run_phase(Phase phase, int B, int Tn, bool acc, float scale,
                  const std::function<void()>& launch);
-  // The batch and its token order to the device, into the fixed buffer batch_.
+  // The batch's tokens and targets to the device, into the fixed buffer batch_ (its token order
+  // follows with stage_order, before the backward).
   void stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets);
   // Queues the copy of the per-position losses to the host; the event losses_ready_ marks it
   // (recorded outside the step's graphs: the host waits on it); sum_losses waits for it alone.
@@ -497,11 +498,10 @@ typename CudaEngine<T>::StateOffsets CudaEngine<T>::plan_state(AllocationPlan& p
   so.rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
   so.norm = plan.add("norm accumulator", sizeof(double));
   so.clip = plan.add("clip factor", sizeof(float));
-  const size_t batch_bytes = kBatchRows * N * sizeof(int32_t);
   for (int k = 0; k < 2; ++k) {
-    so.batch[k] = plan.add("tokens, targets, token order", batch_bytes);
+    so.batch[k] = plan.add("tokens, targets (staging)", kInputRows * N * sizeof(int32_t));
   }
-  so.step_batch = plan.add("tokens, targets, token order", batch_bytes);
+  so.step_batch = plan.add("tokens, targets, token order", kBatchRows * N * sizeof(int32_t));
   so.loss = plan.add("losses", N * f);
   return so;
 }
@@ -981,7 +981,7 @@ template <typename T>
 void CudaEngine<T>::stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets) {
   const int32_t* slot = input_->stage(tokens, targets, stream_);
   const size_t pitch = size_t(Bmax_) * Tmax_ * sizeof(int32_t);
-  RY_CUDA(cudaMemcpy2DAsync(batch_, pitch, slot, pitch, tokens.size() * sizeof(int32_t), kBatchRows,
+  RY_CUDA(cudaMemcpy2DAsync(batch_, pitch, slot, pitch, tokens.size() * sizeof(int32_t), kInputRows,
                             cudaMemcpyDeviceToDevice, stream_));
 }
 
@@ -1031,6 +1031,8 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
     copy_losses(N);
   });
   RY_CUDA(cudaEventRecord(losses_ready_, stream_));
+  // Sorted while the GPU runs the forward: between the steps, the GPU would wait for it.
+  input_->stage_order(tokens, batch_ + kSortedTokensRow * size_t(Bmax_) * Tmax_, stream_);
   // The gradient exchange's launches (another stream, events) stay out of the graphs.
   auto back = [&] { backward(B, Tn, exchange, acc); };
   if (exchange) {

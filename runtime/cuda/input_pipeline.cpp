@@ -38,21 +38,39 @@ const int32_t* InputPipeline::stage(std::span<const int32_t> tokens,
   RY_CUDA(cudaEventRecord(released_[slot_], compute));
   slot_ ^= 1;
   const int k = slot_;
-  // This slot's previous copy read the staging memory; it finished long ago, but make sure.
+  // This slot's previous copies read the staging memory; they finished long ago, but make sure.
   RY_CUDA(cudaEventSynchronize(copied_[k]));
   int32_t* h = host_[k].as<int32_t>();
-  std::memcpy(h, tokens.data(), n * sizeof(int32_t));
+  std::memcpy(h + kTokensRow * max_, tokens.data(), n * sizeof(int32_t));
   std::memcpy(h + kTargetsRow * max_, targets.data(), n * sizeof(int32_t));
-  order_.sort(tokens, reinterpret_cast<uint32_t*>(h + kSortedTokensRow * max_),
-              reinterpret_cast<uint32_t*>(h + kSortedPositionsRow * max_));
   // The slot may still be read by work queued two batches ago.
   RY_CUDA(cudaStreamWaitEvent(stream_, released_[k], 0));
   const size_t pitch = max_ * sizeof(int32_t);
-  RY_CUDA(cudaMemcpy2DAsync(d_slots_[k], pitch, h, pitch, n * sizeof(int32_t), kBatchRows,
+  RY_CUDA(cudaMemcpy2DAsync(d_slots_[k], pitch, h, pitch, n * sizeof(int32_t), kInputRows,
                             cudaMemcpyHostToDevice, stream_));
   RY_CUDA(cudaEventRecord(copied_[k], stream_));
   RY_CUDA(cudaStreamWaitEvent(compute, copied_[k], 0));
   return d_slots_[k];
+}
+
+void InputPipeline::stage_order(std::span<const int32_t> tokens, int32_t* rows,
+                                cudaStream_t compute) {
+  const size_t n = tokens.size();
+  if (n > max_) {
+    throw std::invalid_argument("CUDA engine: the token order of " + std::to_string(n) +
+                                " positions does not fit the " + std::to_string(max_) + " planned");
+  }
+  const int k = slot_;
+  int32_t* h = host_[k].as<int32_t>();
+  order_.sort(tokens, reinterpret_cast<uint32_t*>(h + kSortedTokensRow * max_),
+              reinterpret_cast<uint32_t*>(h + kSortedPositionsRow * max_));
+  // `rows` may still be read by work queued before this batch's stage().
+  RY_CUDA(cudaStreamWaitEvent(stream_, released_[k ^ 1], 0));
+  const size_t pitch = max_ * sizeof(int32_t);
+  RY_CUDA(cudaMemcpy2DAsync(rows, pitch, h + kSortedTokensRow * max_, pitch, n * sizeof(int32_t),
+                            kBatchRows - kInputRows, cudaMemcpyHostToDevice, stream_));
+  RY_CUDA(cudaEventRecord(copied_[k], stream_));
+  RY_CUDA(cudaStreamWaitEvent(compute, copied_[k], 0));
 }
 
 }  // namespace railyard::cuda

@@ -1,8 +1,10 @@
 #pragma once
-// Tokens and targets to the device, with the order the embedding backward sums in (positions
+// Tokens and targets to the device, then the order the embedding backward sums in (positions
 // sorted by token, token_order.hpp): staged in page-locked host memory and copied on a stream of
-// their own into one of two device slots, so the next batch's copy runs while the current step
-// still computes on the other slot; the compute stream only waits on an event.
+// their own, so the compute stream only waits on an event. Tokens and targets go to one of two
+// device slots, so the next batch's copy runs while the current step still computes on the other
+// slot. The order is needed only by the backward: it is sorted after the forward is queued, while
+// the GPU computes, instead of between the steps, where the GPU would wait for the host.
 
 #include <cuda_runtime.h>
 
@@ -16,29 +18,37 @@
 namespace railyard::cuda {
 
 // A staged batch of n positions: rows of `max_positions` values (the slot's pitch), the first
-// n of each in use.
+// n of each in use. A slot holds the first kInputRows rows; the order rows follow them.
 enum BatchRow { kTokensRow, kTargetsRow, kSortedTokensRow, kSortedPositionsRow, kBatchRows };
+inline constexpr int kInputRows = kSortedTokensRow;
 
 class InputPipeline {
  public:
-  // Two slots of kBatchRows rows of `max_positions` 32-bit values each, in device memory the
+  // Two slots of kInputRows rows of `max_positions` 32-bit values each, in device memory the
   // caller owns; tokens lie below `vocab`.
   InputPipeline(size_t max_positions, int vocab, std::array<int32_t*, 2> device_slots);
   ~InputPipeline();
   InputPipeline(const InputPipeline&) = delete;
   InputPipeline& operator=(const InputPipeline&) = delete;
 
-  // Copies the batch and its token order to the device and returns the slot that holds them
-  // (BatchRow); work queued on `compute` afterwards sees it. The host spans may be reused as
-  // soon as this returns.
+  // Copies the batch's tokens and targets to the device and returns the slot that holds them
+  // (kTokensRow, kTargetsRow); work queued on `compute` afterwards sees it. The host spans may
+  // be reused as soon as this returns.
   const int32_t* stage(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                        cudaStream_t compute);
+  // The token order of the batch stage() took last (the same `tokens`), sorted on the host and
+  // copied into `rows`: kSortedTokensRow then kSortedPositionsRow, `max_positions` apart. The
+  // copy waits for everything queued on `compute` before that stage(); work queued on `compute`
+  // afterwards sees it. Work queued between the two calls must not touch `rows`.
+  void stage_order(std::span<const int32_t> tokens, int32_t* rows, cudaStream_t compute);
 
  private:
   size_t max_;
   TokenOrder order_;
   std::array<int32_t*, 2> d_slots_;
   std::array<PinnedBuffer, 2> host_;
+  // copied_[k]: slot k's last copies are done. released_[k]: recorded when the slot after k was
+  // staged, behind everything queued before that batch.
   std::array<cudaEvent_t, 2> copied_{}, released_{};
   cudaStream_t stream_ = nullptr;
   int slot_ = 0;  // the slot the last stage() filled
