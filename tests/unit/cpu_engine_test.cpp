@@ -183,6 +183,33 @@ TEST(CpuEngine, SameSeedSameLossesWithTwoBlasThreads) {
   EXPECT_TRUE(std::equal(a.params().begin(), a.params().end(), b.params().begin()));
 }
 
+// A resume on a node with other cores or another affinity continues bit for bit: the thread
+// count may change the speed, never the bits. The products are large enough to be split.
+TEST(CpuEngine, ThreadCountDoesNotChangeTheBits) {
+  Communicator& comm = Communicator::world();
+  GptConfig cfg = tiny_config();
+  cfg.dim = 128;
+  cfg.heads = 4;
+  std::vector<float> losses[3];
+  std::vector<float> params[3];
+  for (int threads = 1; threads <= 3; ++threads) {
+    EngineOptions opts = tiny_options(8, 16);
+    opts.cpu_threads = threads;
+    CpuEngine e(cfg, opts, comm, 3);  // constructed last: sets the process's thread count
+    ASSERT_EQ(e.blas_threads(), threads);
+    std::vector<int32_t> tok, tgt;
+    for (int i = 0; i < 3; ++i) {
+      fixed_batch(8, 16, 16, i, tok, tgt);
+      losses[threads - 1].push_back(train_step(e, tok, tgt, 8, 16, 3e-3f));
+    }
+    params[threads - 1].assign(e.params().begin(), e.params().end());
+  }
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(losses[i], losses[0]) << i + 1 << " threads against 1";
+    EXPECT_TRUE(params[i] == params[0]) << i + 1 << " threads against 1: parameters differ";
+  }
+}
+
 TEST(CpuEngine, OverfitsATinyFixedBatch) {
   Communicator& comm = Communicator::world();
   CpuEngine e(tiny_config(), tiny_options(), comm, 7);
