@@ -1,6 +1,5 @@
 #include "railyard/cpu_engine.hpp"
 
-#include <cblas.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 
 #include "railyard/adamw.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/cpu_parallel.hpp"
 
 namespace railyard {
 namespace {
@@ -32,8 +32,9 @@ void reject_cuda_only(const EngineOptions& opts) {
   }
 }
 
-// BLAS threads for this rank. A rank bound by the plugin or the launcher owns its affinity
-// mask; an unbound rank shares the machine with the other ranks on its node.
+// Kernel threads for this rank (they change the speed, not the bits). A rank bound by the plugin or
+// the launcher owns its affinity mask; an unbound rank shares the machine with the other ranks on
+// its node.
 int pick_threads(const EngineOptions& opts, const Communicator& comm) {
   if (opts.cpu_threads > 0) return opts.cpu_threads;
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -68,7 +69,7 @@ CpuEngine::CpuEngine(const GptConfig& cfg, const EngineOptions& opts, Communicat
                      uint64_t seed)
     : model_((reject_cuda_only(opts), cfg), opts.micro_batch, opts.seq), comm_(comm) {
   threads_ = pick_threads(opts, comm);
-  openblas_set_num_threads(threads_);
+  cpu::set_threads(threads_);
   const size_t n = model_.layout().total();
   params_.resize(n);
   grads_.assign(n, 0.0f);
