@@ -13,6 +13,9 @@ namespace railyard::cpu {
 // call wins. Call it while no kernel runs. Throws std::invalid_argument for n < 1.
 void set_threads(int n);
 int threads();
+// The CPUs this thread may run on (its affinity mask; all of the machine's where that is
+// unreadable), at least 1.
+int affinity_cpus();
 
 // Runs task(i) for every i in [0, n) over the threads and returns when all are done. Tasks
 // must not throw. A call from inside a task runs its tasks on that task's thread, in order.

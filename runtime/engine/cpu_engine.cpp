@@ -1,7 +1,5 @@
 #include "railyard/cpu_engine.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -38,10 +36,7 @@ void reject_cuda_only(const EngineOptions& opts) {
 int pick_threads(const EngineOptions& opts, const Communicator& comm) {
   if (opts.cpu_threads > 0) return opts.cpu_threads;
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int mine = hw;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) mine = std::max(1, CPU_COUNT(&set));
+  int mine = cpu::affinity_cpus();
   if (mine >= hw) mine = std::max(1, hw / std::max(1, comm.local_size()));
   return mine;
 }
@@ -80,7 +75,7 @@ CpuEngine::CpuEngine(const GptConfig& cfg, const EngineOptions& opts, Communicat
 }
 
 std::string CpuEngine::describe() const {
-  return "cpu fp32, " + std::to_string(threads_) + " BLAS thread" + (threads_ == 1 ? "" : "s");
+  return "cpu fp32, " + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s");
 }
 
 void CpuEngine::zero_grad() {

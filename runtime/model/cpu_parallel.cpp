@@ -1,7 +1,9 @@
 #include "railyard/cpu_parallel.hpp"
 
 #include <cblas.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -119,6 +121,15 @@ void set_threads(int n) {
 
 int threads() {
   return pool().size();
+}
+
+int affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  return std::max(1, CPU_COUNT(&set));
 }
 
 void parallel_for(int n, const std::function<void(int)>& task) {
