@@ -111,7 +111,6 @@ class KernelProfile {
     qkv_.resize(3 * N * C);
     for (size_t i = 0; i < qkv_.size(); ++i) qkv_[i] = 0.001f * static_cast<float>(i % 97);
     att_.resize(static_cast<size_t>(B) * H_ * T * T);
-    scratch_.resize(static_cast<size_t>(T) * T);
     logits_.resize(N * Vp_);
     wte_.assign(static_cast<size_t>(Vp_) * C, 0.01f);
     mean_.resize(N);
@@ -139,8 +138,8 @@ class KernelProfile {
   }
 
   int B_, T_, N_, C_, H_, V_, Vp_, reps_;
-  std::vector<float> x_, y_, dx_, w_, dw_, bias_, db_, qkv_, att_, scratch_, logits_, wte_, mean_,
-      rstd_, losses_, dl_;
+  std::vector<float> x_, y_, dx_, w_, dw_, bias_, db_, qkv_, att_, logits_, wte_, mean_, rstd_,
+      losses_, dl_;
   std::vector<Row> rows_;
 };
 
@@ -162,8 +161,7 @@ void KernelProfile::layers(int L) {
   row("attention fwd", L,
       [&] { cpu::attention_forward(y_.data(), att_.data(), qkv_.data(), B_, T_, C, H_); });
   row("attention bwd", L, [&] {
-    cpu::attention_backward(dx_.data(), scratch_.data(), y_.data(), qkv_.data(), att_.data(), B_,
-                            T_, C, H_);
+    cpu::attention_backward(dx_.data(), y_.data(), qkv_.data(), att_.data(), B_, T_, C, H_);
   });
   row("layernorm fwd+bwd", 2 * L + 1, [&] {
     cpu::layernorm_forward(y_.data(), mean_.data(), rstd_.data(), x_.data(), w_.data(),

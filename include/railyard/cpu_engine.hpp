@@ -38,8 +38,9 @@ class CpuEngine final : public Engine {
 
   std::span<const float> params() const { return params_; }
   std::span<const float> grads() const { return grads_; }
-  // The BLAS thread count is process-wide: the engine constructed last sets it.
-  int blas_threads() const { return threads_; }
+  // The kernels' thread count (cpu_parallel.hpp) is process-wide: the engine constructed last
+  // sets it. It changes the speed, never the bits.
+  int threads() const { return threads_; }
   // [begin, end) ranges of the flat buffer, in all-reduce order.
   const std::vector<std::pair<size_t, size_t>>& buckets() const { return buckets_; }
 

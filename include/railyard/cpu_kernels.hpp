@@ -5,7 +5,8 @@
 //
 // Conventions: N = B*T rows, C channels. Every backward ACCUMULATES (+=) into its gradient
 // outputs, so callers zero them first; inputs of a backward are the forward's inputs and saved
-// outputs. Loop orders are fixed, so results are deterministic for a fixed BLAS thread count.
+// outputs. Loop orders and the products' blocks are fixed by the shapes, so results are the same
+// bits for every thread count (cpu_parallel.hpp).
 
 #include <cstdint>
 
@@ -43,10 +44,10 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
 // att [B,H,T,T]: the softmax probabilities, saved for backward (entries above the diagonal 0).
 template <typename T>
 void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H);
-// dqkv [B,T,3C] accumulates. scratch: T*T elements, overwritten.
+// dqkv [B,T,3C] accumulates.
 template <typename T>
-void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B,
-                        int Tn, int C, int H);
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C,
+                        int H);
 
 // GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).  [n].
 template <typename T>

@@ -28,7 +28,7 @@ struct EngineOptions {
   int seq = 1;                    // T
   bool reserve_snapshot = false;  // device memory for periodic-checkpoint snapshots (CUDA)
   bool cuda_graphs = true;        // launch the micro-step as CUDA graphs (CUDA)
-  int cpu_threads = 0;            // BLAS threads on CPU; 0: this rank's CPUs (affinity mask,
+  int cpu_threads = 0;            // kernel threads on CPU; 0: this rank's CPUs (affinity mask,
                                   // shared by the local ranks when they are not bound)
 };
 

@@ -68,7 +68,7 @@ class GptCpu {
   // their gradient by backward (the largest buffer with a big vocabulary, so only one).
   std::vector<T> probs_;
   // Backward scratch, reused across layers.
-  std::vector<T> dresid_, dln_, dqkv_, datty_, dfch_, dfch_gelu_, datt_scratch_, dlosses_;
+  std::vector<T> dresid_, dln_, dqkv_, datty_, dfch_, dfch_gelu_, dlosses_;
 
   // The batch of the last forward.
   std::vector<int32_t> tokens_, targets_;

@@ -46,7 +46,7 @@ struct TrainConfig {
   bool recompute = false;
   std::string reduce_dtype = "fp32";
   std::string cuda_graphs = "on";  // on | off
-  int cpu_threads = 0;             // BLAS threads per rank on CPU; 0: from the affinity mask
+  int cpu_threads = 0;             // kernel threads per rank on CPU; 0: from the affinity mask
   // output
   int64_t log_every = 10;
   std::string log_json;

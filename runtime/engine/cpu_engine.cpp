@@ -1,8 +1,5 @@
 #include "railyard/cpu_engine.hpp"
 
-#include <cblas.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -10,6 +7,7 @@
 
 #include "railyard/adamw.hpp"
 #include "railyard/communicator.hpp"
+#include "railyard/cpu_parallel.hpp"
 
 namespace railyard {
 namespace {
@@ -32,15 +30,13 @@ void reject_cuda_only(const EngineOptions& opts) {
   }
 }
 
-// BLAS threads for this rank. A rank bound by the plugin or the launcher owns its affinity
-// mask; an unbound rank shares the machine with the other ranks on its node.
+// Kernel threads for this rank (they change the speed, not the bits). A rank bound by the plugin or
+// the launcher owns its affinity mask; an unbound rank shares the machine with the other ranks on
+// its node.
 int pick_threads(const EngineOptions& opts, const Communicator& comm) {
   if (opts.cpu_threads > 0) return opts.cpu_threads;
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int mine = hw;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) mine = std::max(1, CPU_COUNT(&set));
+  int mine = cpu::affinity_cpus();
   if (mine >= hw) mine = std::max(1, hw / std::max(1, comm.local_size()));
   return mine;
 }
@@ -68,7 +64,7 @@ CpuEngine::CpuEngine(const GptConfig& cfg, const EngineOptions& opts, Communicat
                      uint64_t seed)
     : model_((reject_cuda_only(opts), cfg), opts.micro_batch, opts.seq), comm_(comm) {
   threads_ = pick_threads(opts, comm);
-  openblas_set_num_threads(threads_);
+  cpu::set_threads(threads_);
   const size_t n = model_.layout().total();
   params_.resize(n);
   grads_.assign(n, 0.0f);
@@ -79,7 +75,7 @@ CpuEngine::CpuEngine(const GptConfig& cfg, const EngineOptions& opts, Communicat
 }
 
 std::string CpuEngine::describe() const {
-  return "cpu fp32, " + std::to_string(threads_) + " BLAS thread" + (threads_ == 1 ? "" : "s");
+  return "cpu fp32, " + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s");
 }
 
 void CpuEngine::zero_grad() {

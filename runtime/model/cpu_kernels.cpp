@@ -8,20 +8,48 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
+
+#include "railyard/cpu_parallel.hpp"
 
 namespace railyard::cpu {
 namespace {
 
-// Row-major C = alpha op(A) op(B) + beta C, dispatched on the scalar type.
-void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc) {
+// Row-major C = alpha op(A) op(B) + beta C on the calling thread, dispatched on the scalar type.
+void blas_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
-          const double* B, int ldb, double beta, double* C, int ldc) {
+void blas_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
+               const double* B, int ldb, double beta, double* C, int ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
               K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// The products' only split: blocks of this many rows (or columns, where C is wider than tall)
+// of C, each one single-threaded BLAS call. OpenBLAS's result for an element depends on where
+// its tiles fall, so the blocks depend on the shape alone, never on the thread count.
+constexpr int kGemmBlock = 128;
+
+// Row-major C = alpha op(A) op(B) + beta C, its blocks spread over the kernels' threads.
+template <typename T>
+void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
+          T beta, T* C, int ldc) {
+  const bool by_rows = M >= N;
+  const int len = by_rows ? M : N;
+  parallel_for((len + kGemmBlock - 1) / kGemmBlock, [&](int i) {
+    const int lo = i * kGemmBlock;
+    const int n = std::min(kGemmBlock, len - lo);
+    if (by_rows) {
+      const T* a = ta ? A + lo : A + static_cast<int64_t>(lo) * lda;
+      blas_gemm(ta, tb, n, N, K, alpha, a, lda, B, ldb, beta, C + static_cast<int64_t>(lo) * ldc,
+                ldc);
+    } else {
+      const T* b = tb ? B + static_cast<int64_t>(lo) * ldb : B + lo;
+      blas_gemm(ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
+    }
+  });
 }
 
 constexpr double kLayerNormEps = 1e-5;
@@ -134,87 +162,104 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
 // while staying large enough to run at matrix speed.
 constexpr int kAttentionRowBlock = 64;
 
+namespace {
+
+// One (batch row, head) of attention_forward: its queries, keys and values (rows ld apart),
+// its probabilities att [T,T] and its output columns (rows C apart).
 template <typename T>
-void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
-  const int hs = C / H;
+void attention_forward_head(T* o, T* a, const T* q, int Tn, int C, int hs) {
   const int ld = 3 * C;
+  const T* k = q + C;
+  const T* v = q + 2 * C;
   const T scale = T(1) / std::sqrt(T(hs));
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < H; ++h) {
-      const T* q = qkv + static_cast<int64_t>(b) * Tn * ld + h * hs;
-      const T* k = q + C;
-      const T* v = q + 2 * C;
-      T* a = att + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
-      T* o = out + static_cast<int64_t>(b) * Tn * C + h * hs;
-      for (int i0 = 0; i0 < Tn; i0 += kAttentionRowBlock) {
-        const int i1 = std::min(Tn, i0 + kAttentionRowBlock);
-        const int rows = i1 - i0;
-        T* ab = a + static_cast<int64_t>(i0) * Tn;
-        gemm(false, true, rows, i1, hs, scale, q + static_cast<int64_t>(i0) * ld, ld, k, ld, T(0),
-             ab, Tn);
-        for (int i = i0; i < i1; ++i) {
-          T* row = a + static_cast<int64_t>(i) * Tn;
-          T mx = -std::numeric_limits<T>::infinity();
-          for (int j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
-          T sum = 0;
-          for (int j = 0; j <= i; ++j) {
-            row[j] = std::exp(row[j] - mx);
-            sum += row[j];
-          }
-          const T inv = T(1) / sum;
-          for (int j = 0; j <= i; ++j) row[j] *= inv;
-          for (int j = i + 1; j < Tn; ++j) row[j] = 0;
-        }
-        gemm(false, false, rows, hs, i1, T(1), ab, Tn, v, ld, T(0),
-             o + static_cast<int64_t>(i0) * C, C);
+  for (int i0 = 0; i0 < Tn; i0 += kAttentionRowBlock) {
+    const int i1 = std::min(Tn, i0 + kAttentionRowBlock);
+    const int rows = i1 - i0;
+    T* ab = a + static_cast<int64_t>(i0) * Tn;
+    gemm(false, true, rows, i1, hs, scale, q + static_cast<int64_t>(i0) * ld, ld, k, ld, T(0), ab,
+         Tn);
+    for (int i = i0; i < i1; ++i) {
+      T* row = a + static_cast<int64_t>(i) * Tn;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
+      T sum = 0;
+      for (int j = 0; j <= i; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
       }
+      const T inv = T(1) / sum;
+      for (int j = 0; j <= i; ++j) row[j] *= inv;
+      for (int j = i + 1; j < Tn; ++j) row[j] = 0;
     }
+    gemm(false, false, rows, hs, i1, T(1), ab, Tn, v, ld, T(0), o + static_cast<int64_t>(i0) * C,
+         C);
   }
 }
 
+// One (batch row, head) of attention_backward, laid out as in attention_forward_head; d is
+// that head's output gradient (rows C apart). scratch: T*T elements.
 template <typename T>
-void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B,
-                        int Tn, int C, int H) {
-  const int hs = C / H;
+void attention_backward_head(T* dq, T* scratch, const T* d, const T* q, const T* a, int Tn, int C,
+                             int hs) {
   const int ld = 3 * C;
+  const T* k = q + C;
+  const T* v = q + 2 * C;
+  T* dk = dq + C;
+  T* dv = dq + 2 * C;
   const T scale = T(1) / std::sqrt(T(hs));
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < H; ++h) {
-      const int64_t base = static_cast<int64_t>(b) * Tn * ld + h * hs;
-      const T* q = qkv + base;
-      const T* k = q + C;
-      const T* v = q + 2 * C;
-      T* dq = dqkv + base;
-      T* dk = dq + C;
-      T* dv = dq + 2 * C;
-      const T* a = att + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
-      const T* d = dout + static_cast<int64_t>(b) * Tn * C + h * hs;
-      for (int i0 = 0; i0 < Tn; i0 += kAttentionRowBlock) {
-        const int i1 = std::min(Tn, i0 + kAttentionRowBlock);
-        const int rows = i1 - i0;
-        const T* ab = a + static_cast<int64_t>(i0) * Tn;
-        const T* db = d + static_cast<int64_t>(i0) * C;
-        T* sb = scratch + static_cast<int64_t>(i0) * Tn;
-        // datt = dout V^T; dV += att^T dout (keys [0, i1) only: the rest of att is 0).
-        gemm(false, true, rows, i1, hs, T(1), db, C, v, ld, T(0), sb, Tn);
-        gemm(true, false, i1, hs, rows, T(1), ab, Tn, db, C, T(1), dv, ld);
-        // Softmax backward in place: dpre = att * (datt - sum_j att * datt), causal part only.
-        for (int i = i0; i < i1; ++i) {
-          const T* arow = a + static_cast<int64_t>(i) * Tn;
-          T* srow = scratch + static_cast<int64_t>(i) * Tn;
-          T dot = 0;
-          for (int j = 0; j <= i; ++j) dot += arow[j] * srow[j];
-          for (int j = 0; j <= i; ++j) srow[j] = arow[j] * (srow[j] - dot);
-          for (int j = i + 1; j < i1; ++j) srow[j] = 0;
-        }
-        // pre = scale Q K^T: dQ += scale dpre K; dK += scale dpre^T Q.
-        gemm(false, false, rows, hs, i1, scale, sb, Tn, k, ld, T(1),
-             dq + static_cast<int64_t>(i0) * ld, ld);
-        gemm(true, false, i1, hs, rows, scale, sb, Tn, q + static_cast<int64_t>(i0) * ld, ld, T(1),
-             dk, ld);
-      }
+  for (int i0 = 0; i0 < Tn; i0 += kAttentionRowBlock) {
+    const int i1 = std::min(Tn, i0 + kAttentionRowBlock);
+    const int rows = i1 - i0;
+    const T* ab = a + static_cast<int64_t>(i0) * Tn;
+    const T* db = d + static_cast<int64_t>(i0) * C;
+    T* sb = scratch + static_cast<int64_t>(i0) * Tn;
+    // datt = dout V^T; dV += att^T dout (keys [0, i1) only: the rest of att is 0).
+    gemm(false, true, rows, i1, hs, T(1), db, C, v, ld, T(0), sb, Tn);
+    gemm(true, false, i1, hs, rows, T(1), ab, Tn, db, C, T(1), dv, ld);
+    // Softmax backward in place: dpre = att * (datt - sum_j att * datt), causal part only.
+    for (int i = i0; i < i1; ++i) {
+      const T* arow = a + static_cast<int64_t>(i) * Tn;
+      T* srow = scratch + static_cast<int64_t>(i) * Tn;
+      T dot = 0;
+      for (int j = 0; j <= i; ++j) dot += arow[j] * srow[j];
+      for (int j = 0; j <= i; ++j) srow[j] = arow[j] * (srow[j] - dot);
+      for (int j = i + 1; j < i1; ++j) srow[j] = 0;
     }
+    // pre = scale Q K^T: dQ += scale dpre K; dK += scale dpre^T Q.
+    gemm(false, false, rows, hs, i1, scale, sb, Tn, k, ld, T(1), dq + static_cast<int64_t>(i0) * ld,
+         ld);
+    gemm(true, false, i1, hs, rows, scale, sb, Tn, q + static_cast<int64_t>(i0) * ld, ld, T(1), dk,
+         ld);
   }
+}
+
+}  // namespace
+
+// The (batch row, head) pairs are independent: they run over the threads, each one whole.
+template <typename T>
+void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
+  const int hs = C / H;
+  parallel_for(B * H, [&](int bh) {
+    const int b = bh / H, h = bh % H;
+    attention_forward_head(out + static_cast<int64_t>(b) * Tn * C + h * hs,
+                           att + static_cast<int64_t>(bh) * Tn * Tn,
+                           qkv + static_cast<int64_t>(b) * Tn * 3 * C + h * hs, Tn, C, hs);
+  });
+}
+
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int B, int Tn, int C,
+                        int H) {
+  const int hs = C / H;
+  parallel_for(B * H, [&](int bh) {
+    thread_local std::vector<T> scratch;
+    scratch.resize(static_cast<size_t>(Tn) * Tn);
+    const int b = bh / H, h = bh % H;
+    const int64_t base = static_cast<int64_t>(b) * Tn * 3 * C + h * hs;
+    attention_backward_head(dqkv + base, scratch.data(),
+                            dout + static_cast<int64_t>(b) * Tn * C + h * hs, qkv + base,
+                            att + static_cast<int64_t>(bh) * Tn * Tn, Tn, C, hs);
+  });
 }
 
 namespace {
@@ -358,7 +403,7 @@ void softmax_crossentropy_backward(T* dlogits, const T* probs, const T* dlosses,
   template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                \
   template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);       \
   template void attention_forward<T>(T*, T*, const T*, int, int, int, int);                        \
-  template void attention_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);   \
+  template void attention_backward<T>(T*, const T*, const T*, const T*, int, int, int, int);       \
   template void gelu_forward<T>(T*, const T*, int64_t);                                            \
   template void gelu_backward<T>(T*, const T*, const T*, int64_t);                                 \
   template void residual_forward<T>(T*, const T*, const T*, int64_t);                              \

@@ -72,7 +72,6 @@ GptCpu<T>::GptCpu(const GptConfig& cfg, int max_batch, int max_seq)
   datty_.resize(N * C);
   dfch_.resize(N * 4 * C);
   dfch_gelu_.resize(N * 4 * C);
-  datt_scratch_.resize(static_cast<size_t>(max_seq) * max_seq);
   dlosses_.resize(N);
 }
 
@@ -219,8 +218,8 @@ void GptCpu<T>::backward(const T* params, T* grads, T grad_scale) {
     cpu::matmul_backward(datty_.data(), grads + p.projw, grads + p.projb, dresid_.data(),
                          a.atty.data(), params + p.projw, N, C, C);
     zero(dqkv_, 3 * NC);
-    cpu::attention_backward(dqkv_.data(), datt_scratch_.data(), datty_.data(), a.qkv.data(),
-                            a.att.data(), B, Tn, C, cfg_.heads);
+    cpu::attention_backward(dqkv_.data(), datty_.data(), a.qkv.data(), a.att.data(), B, Tn, C,
+                            cfg_.heads);
     zero(dln_, NC);
     cpu::matmul_backward(dln_.data(), grads + p.qkvw, grads + p.qkvb, dqkv_.data(), a.ln1.data(),
                          params + p.qkvw, N, C, 3 * C);

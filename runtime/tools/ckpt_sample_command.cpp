@@ -14,6 +14,7 @@
 
 #include "ckpt_commands.hpp"
 #include "railyard/checkpoint.hpp"
+#include "railyard/cpu_parallel.hpp"
 #include "railyard/exit_code.hpp"
 #include "railyard/gpt_checkpoint.hpp"
 #include "railyard/gpt_cpu.hpp"
@@ -208,6 +209,7 @@ void print_result(const std::vector<int32_t>& prompt, const std::vector<int32_t>
 
 int ckpt_sample_command(const SampleArgs& a) {
   try {
+    railyard::cpu::set_threads(railyard::cpu::affinity_cpus());
     railyard::GptConfig cfg;
     railyard::FloatArray params;
     std::error_code ec;

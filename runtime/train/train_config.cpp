@@ -68,7 +68,7 @@ po::options_description describe(TrainConfig& c) {
       ("cuda-graphs", po::value(&c.cuda_graphs)->default_value(c.cuda_graphs),
        "on | off: launch forward and backward as CUDA graphs (CUDA)")
       ("cpu-threads", po::value(&c.cpu_threads)->default_value(c.cpu_threads),
-       "BLAS threads per rank (CPU); 0 = this rank's CPUs, shared by the ranks of a node "
+       "threads per rank (CPU; the speed, not the bits); 0 = this rank's CPUs, shared by the ranks of a node "
        "when they are not bound");
   po::options_description output("Output", kHelpWidth);
   output.add_options()

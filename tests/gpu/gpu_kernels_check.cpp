@@ -587,9 +587,9 @@ void check_attention(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStre
                            qkvp.ptr(), probs.ptr(), sh, s);
   // Against the device's own (rounded) probabilities, so only the backward is measured.
   std::vector<double> dev_att = probs.download();
-  std::vector<double> rdqkv(dqkv.n, 0.0), scratch(size_t(Tn) * Tn);
-  cpu::attention_backward<double>(rdqkv.data(), scratch.data(), hdo.data(), hqkv.data(),
-                                  dev_att.data(), B, Tn, C, H);
+  std::vector<double> rdqkv(dqkv.n, 0.0);
+  cpu::attention_backward<double>(rdqkv.data(), hdo.data(), hqkv.data(), dev_att.data(), B, Tn, C,
+                                  H);
   r.check(t + " attention backward", dqkv.download(), rdqkv,
           std::is_same_v<T, float> ? 1e-5 : 2e-2);
 }
@@ -617,9 +617,8 @@ void check_cudnn_attention(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   dqkv.poison();
   attn.backward(dqkv.ptr(), dout.ptr(), out.ptr(), stats.ptr(), qkv.ptr(), sh, s);
   auto first = dqkv.download();
-  std::vector<double> rdqkv(dqkv.n, 0.0), scratch(size_t(Tn) * Tn);
-  cpu::attention_backward<double>(rdqkv.data(), scratch.data(), hdo.data(), hqkv.data(),
-                                  ratt.data(), B, Tn, C, H);
+  std::vector<double> rdqkv(dqkv.n, 0.0);
+  cpu::attention_backward<double>(rdqkv.data(), hdo.data(), hqkv.data(), ratt.data(), B, Tn, C, H);
   r.check("bf16 cudnn attention backward", first, rdqkv, 2e-2);
   dqkv.poison();
   attn.backward(dqkv.ptr(), dout.ptr(), out.ptr(), stats.ptr(), qkv.ptr(), sh, s);

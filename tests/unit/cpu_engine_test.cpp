@@ -66,7 +66,7 @@ TEST(CpuEngine, StartsFromGpt2InitAndTwoStepsChangeParams) {
   std::vector<float> init(e.layout().total());
   gpt_init_params(tiny_config(), e.layout(), 5, init.data());
   ASSERT_EQ(std::vector<float>(e.params().begin(), e.params().end()), init);
-  EXPECT_EQ(e.describe(), "cpu fp32, 1 BLAS thread");
+  EXPECT_EQ(e.describe(), "cpu fp32, 1 thread");
 
   std::vector<int32_t> tok, tgt;
   fixed_batch(4, 16, 16, 0, tok, tgt);
@@ -166,8 +166,8 @@ TEST(CpuEngine, SameSeedSameLosses) {
   }
 }
 
-TEST(CpuEngine, SameSeedSameLossesWithTwoBlasThreads) {
-  // Large enough products that OpenBLAS splits them over both threads.
+TEST(CpuEngine, SameSeedSameLossesWithTwoThreads) {
+  // Large enough products that they are split over both threads.
   Communicator& comm = Communicator::world();
   GptConfig cfg = tiny_config();
   cfg.dim = 128;
@@ -175,12 +175,39 @@ TEST(CpuEngine, SameSeedSameLossesWithTwoBlasThreads) {
   opts.cpu_threads = 2;
   std::vector<int32_t> tok, tgt;
   CpuEngine a(cfg, opts, comm, 3), b(cfg, opts, comm, 3);
-  EXPECT_EQ(a.blas_threads(), 2);
+  EXPECT_EQ(a.threads(), 2);
   for (int i = 0; i < 3; ++i) {
     fixed_batch(8, 16, 16, i, tok, tgt);
     EXPECT_EQ(train_step(a, tok, tgt, 8, 16, 3e-3f), train_step(b, tok, tgt, 8, 16, 3e-3f));
   }
   EXPECT_TRUE(std::equal(a.params().begin(), a.params().end(), b.params().begin()));
+}
+
+// A resume on a node with other cores or another affinity continues bit for bit: the thread
+// count may change the speed, never the bits. The products are large enough to be split.
+TEST(CpuEngine, ThreadCountDoesNotChangeTheBits) {
+  Communicator& comm = Communicator::world();
+  GptConfig cfg = tiny_config();
+  cfg.dim = 128;
+  cfg.heads = 4;
+  std::vector<float> losses[3];
+  std::vector<float> params[3];
+  for (int threads = 1; threads <= 3; ++threads) {
+    EngineOptions opts = tiny_options(8, 16);
+    opts.cpu_threads = threads;
+    CpuEngine e(cfg, opts, comm, 3);  // constructed last: sets the process's thread count
+    ASSERT_EQ(e.threads(), threads);
+    std::vector<int32_t> tok, tgt;
+    for (int i = 0; i < 3; ++i) {
+      fixed_batch(8, 16, 16, i, tok, tgt);
+      losses[threads - 1].push_back(train_step(e, tok, tgt, 8, 16, 3e-3f));
+    }
+    params[threads - 1].assign(e.params().begin(), e.params().end());
+  }
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(losses[i], losses[0]) << i + 1 << " threads against 1";
+    EXPECT_TRUE(params[i] == params[0]) << i + 1 << " threads against 1: parameters differ";
+  }
 }
 
 TEST(CpuEngine, OverfitsATinyFixedBatch) {

@@ -117,9 +117,8 @@ TEST(LayerGrad, CausalAttention) {
     return dot(out, r);
   };
   loss();
-  Vec dqkv(qkv.size(), 0.0), scratch(T * T);
-  cpu::attention_backward(dqkv.data(), scratch.data(), r.data(), qkv.data(), att.data(), B, T, C,
-                          H);
+  Vec dqkv(qkv.size(), 0.0);
+  cpu::attention_backward(dqkv.data(), r.data(), qkv.data(), att.data(), B, T, C, H);
   expect_gradient("attention qkv", qkv, dqkv, loss);
 
   // Rows of att are distributions over the past only.
@@ -155,9 +154,8 @@ TEST(LayerGrad, CausalAttentionAcrossRowBlocks) {
     return dot(out, r);
   };
   loss();
-  Vec dqkv(qkv.size(), 0.0), scratch(T * T);
-  cpu::attention_backward(dqkv.data(), scratch.data(), r.data(), qkv.data(), att.data(), B, T, C,
-                          H);
+  Vec dqkv(qkv.size(), 0.0);
+  cpu::attention_backward(dqkv.data(), r.data(), qkv.data(), att.data(), B, T, C, H);
   expect_gradient("attention qkv, T=70", qkv, dqkv, loss);
   for (int i = 0; i < T; ++i) {
     for (int j = i + 1; j < T; ++j) ASSERT_EQ(att[i * T + j], 0.0);
