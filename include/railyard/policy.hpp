@@ -22,6 +22,13 @@ enum class VisibleDevices {
   kAll,      // the step's GPUs as Slurm gave them
 };
 
+// How Slurm numbers a node's GPUs (SLURM_STEP_GPUS, SLURM_JOB_GPUS): in the order of its gres
+// device list, which gres.conf decides. gpu_numbering.hpp maps the numbers to GPUs.
+enum class GpuIndex {
+  kPci,    // i is the i-th GPU in PCI bus order: AutoDetect=nvml (Slurm >= 21.08 sorts so)
+  kMinor,  // i is the GPU of the i-th device minor: File=/dev/nvidia[0-N] without AutoDetect
+};
+
 struct Policy {
   bool enabled = true;  // off: the plugin changes nothing
   GpuChoice gpu_choice = GpuChoice::kClosest;
@@ -36,9 +43,10 @@ struct Policy {
   std::string socket_ifname;
   // NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS); empty ("auto"): not set, NCCL decides.
   std::string gdr_level;
-  bool verbose = false;       // one report line per task on stderr
-  std::string required_cuda;  // "12.4": the CUDA version the job needs; empty: no check
-  bool force = false;         // admin: overwrite variables the user already set
+  bool verbose = false;                 // one report line per task on stderr
+  std::string required_cuda;            // "12.4": the CUDA version the job needs; empty: no check
+  bool force = false;                   // admin: overwrite variables the user already set
+  GpuIndex gpu_index = GpuIndex::kPci;  // admin only: a fact of the node's gres.conf
 };
 
 // Parsers for option and argument values. Each throws std::invalid_argument with a message
@@ -53,9 +61,11 @@ std::vector<std::string> parse_nic_patterns(std::string_view value);
 std::string parse_socket_ifname(std::string_view value);
 std::string parse_gdr_level(std::string_view value);     // auto | LOC | PIX | PXB | PHB | SYS
 std::string parse_cuda_version(std::string_view value);  // MAJOR[.MINOR], e.g. "12" or "12.4"
+GpuIndex parse_gpu_index(std::string_view value);        // pci | minor
 
 std::string_view to_string(GpuChoice choice);
 std::string_view to_string(VisibleDevices visible);
+std::string_view to_string(GpuIndex index);  // "pci", "minor"
 
 // Whether the RDMA device `name` passes the policy's include/exclude patterns.
 bool nic_allowed(const Policy& policy, std::string_view name);
