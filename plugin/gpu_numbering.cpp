@@ -27,8 +27,7 @@ std::string minor_problem(const Topology& topology) {
   return "";
 }
 
-std::string orders_warning(const Topology& topology, const std::vector<int>& by_minor,
-                           GpuIndex rule) {
+std::string orders_warning(const Topology& topology, const std::vector<int>& by_minor) {
   std::string pairs;
   for (int g : by_minor) {
     const Gpu& gpu = topology.gpus[g];
@@ -37,15 +36,14 @@ std::string orders_warning(const Topology& topology, const std::vector<int>& by_
   }
   return "this node's GPU device minors are not in PCI bus order (" + pairs +
          "): Slurm numbers GPUs in PCI bus order with gres.conf AutoDetect=nvml, and in File= "
-         "order (/dev/nvidia0, 1, ...) without it; the plugin reads Slurm's GPU indices in " +
-         (rule == GpuIndex::kMinor ? "device minor order (gpu_index=minor)"
-                                   : "PCI bus order (gpu_index=pci)") +
-         ", so check that plugstack.conf's gpu_index= matches this node's gres.conf";
+         "order (/dev/nvidia0, 1, ...) without it. The plugin reads them in PCI bus order; "
+         "state the rule of this node's gres.conf in plugstack.conf (gpu_index=pci or "
+         "gpu_index=minor), which also ends this warning";
 }
 
 }  // namespace
 
-GpuNumbering number_gpus(const Topology& topology, GpuIndex wanted) {
+GpuNumbering number_gpus(const Topology& topology, std::optional<GpuIndex> wanted) {
   GpuNumbering out;
   out.gpus.resize(topology.gpus.size());
   std::iota(out.gpus.begin(), out.gpus.end(), 0);
@@ -68,8 +66,8 @@ GpuNumbering number_gpus(const Topology& topology, GpuIndex wanted) {
     out.rule = GpuIndex::kMinor;
     out.gpus = by_minor;
   }
-  if (out.minors_out_of_pci_order) {
-    out.warnings.push_back(orders_warning(topology, by_minor, out.rule));
+  if (out.minors_out_of_pci_order && !wanted) {
+    out.warnings.push_back(orders_warning(topology, by_minor));
   }
   return out;
 }

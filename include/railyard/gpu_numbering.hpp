@@ -9,6 +9,7 @@
 // hand out in PCI bus order. Which one holds is a fact of gres.conf that the plugin cannot see,
 // so the admin states it (plugstack.conf gpu_index=), and this maps the indices accordingly.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,14 +25,14 @@ struct GpuNumbering {
   // Every minor is known and distinct, and ascending minors are not ascending PCI bus ids:
   // Slurm's indices then depend on gres.conf, and CUDA's PCI_BUS_ID numbers differ from them.
   bool minors_out_of_pci_order = false;
-  // At most one each: minors out of PCI bus order (the two orders, the rule used), and why
-  // kMinor was asked for but not applied.
+  // At most one: minors out of PCI bus order where the admin has not stated the rule (the two
+  // orders, what to set), or why kMinor was asked for but not applied.
   std::vector<std::string> warnings;
 };
 
-// Maps Slurm's GPU indices onto `topology`'s GPUs by `wanted`. kMinor takes the GPUs by
-// ascending Gpu::minor, the order File=/dev/nvidia[0-N] lists them; where a minor is unknown or
-// repeated it falls back to kPci, with a warning naming the GPU.
-GpuNumbering number_gpus(const Topology& topology, GpuIndex wanted);
+// Maps Slurm's GPU indices onto `topology`'s GPUs by `wanted` (nullopt: kPci, not stated).
+// kMinor takes the GPUs by ascending Gpu::minor, the order File=/dev/nvidia[0-N] lists them;
+// where a minor is unknown or repeated it falls back to kPci, with a warning naming the GPU.
+GpuNumbering number_gpus(const Topology& topology, std::optional<GpuIndex> wanted);
 
 }  // namespace railyard

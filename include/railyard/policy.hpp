@@ -3,6 +3,7 @@
 // environment. The SPANK glue maps plugstack.conf arguments and srun/sbatch options onto it;
 // railyard-topo maps its command-line options onto it. Knows nothing of Slurm.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,7 +47,9 @@ struct Policy {
   bool verbose = false;                 // one report line per task on stderr
   std::string required_cuda;            // "12.4": the CUDA version the job needs; empty: no check
   bool force = false;                   // admin: overwrite variables the user already set
-  GpuIndex gpu_index = GpuIndex::kPci;  // admin only: a fact of the node's gres.conf
+  // Admin only, a fact of the node's gres.conf; nullopt: not stated, read as kPci (with a
+  // warning on nodes whose device minors are out of PCI bus order).
+  std::optional<GpuIndex> gpu_index;
 };
 
 // Parsers for option and argument values. Each throws std::invalid_argument with a message
