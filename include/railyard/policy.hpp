@@ -44,9 +44,9 @@ struct Policy {
   std::string socket_ifname;
   // NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS); empty ("auto"): not set, NCCL decides.
   std::string gdr_level;
-  bool verbose = false;                 // one report line per task on stderr
-  std::string required_cuda;            // "12.4": the CUDA version the job needs; empty: no check
-  bool force = false;                   // admin: overwrite variables the user already set
+  bool verbose = false;       // one report line per task on stderr
+  std::string required_cuda;  // "12.4": the CUDA version the job needs; empty: no check
+  bool force = false;         // admin: overwrite variables the user already set
   // Admin only, a fact of the node's gres.conf; nullopt: not stated, read as kPci (with a
   // warning on nodes whose device minors are out of PCI bus order).
   std::optional<GpuIndex> gpu_index;
