@@ -36,6 +36,7 @@ std::string plan_to_json(const StepPlan& plan) {
   out["node"] = plan.node_name;
   out["enabled"] = plan.policy.enabled;
   out["policy"] = describe(plan.policy);
+  out["gpu_index"] = to_string(plan.gpu_index);
   out["warnings"] = plan.warnings;
   out["tasks"] = std::move(tasks);
   return out.dump(2);
@@ -58,6 +59,7 @@ std::string format_task_report(const StepPlan& plan, const TaskPlan& task) {
   return "railyard: host=" + (plan.node_name.empty() ? std::string("?") : plan.node_name) +
          " rank=" + std::to_string(task.local_rank) + " gpu=" + gpu_field(task) +
          " nic=" + join_or(task.nics, "none") + " cpus=" + (task.cpus.empty() ? "?" : task.cpus) +
+         (plan.gpu_index == GpuIndex::kMinor ? " gpu_index=minor" : "") +
          (plan.driver.empty() ? "" : " driver=" + plan.driver);
 }
 

@@ -14,6 +14,7 @@
 #include "railyard/assignment.hpp"
 #include "railyard/contract_env.hpp"
 #include "railyard/cpuset.hpp"
+#include "railyard/gpu_numbering.hpp"
 #include "railyard/strings.hpp"
 
 namespace railyard {
@@ -60,14 +61,14 @@ std::string missing_gpu_warning(const Topology& topology, const std::string& id)
          "nvidia-smi -L";
 }
 
-StepGpu resolve_gpu(const Topology& topology, const std::string& id,
+StepGpu resolve_gpu(const Topology& topology, const GpuNumbering& numbering, const std::string& id,
                     std::vector<std::string>& warnings) {
   StepGpu gpu;
   gpu.id = id;
   if (device_index(id)) {
     const size_t index = std::stoul(id);
-    if (index < topology.gpus.size()) {
-      gpu.index = static_cast<int>(index);
+    if (index < numbering.gpus.size()) {
+      gpu.index = numbering.gpus[index];
     } else {
       warnings.push_back(missing_gpu_warning(topology, id));
     }
@@ -94,6 +95,53 @@ StepGpu resolve_gpu(const Topology& topology, const std::string& id,
     gpu.local = CpuSet::parse(g.cpuset);
   }
   return gpu;
+}
+
+// How CUDA_VISIBLE_DEVICES names a step GPU. Slurm's integer means, to CUDA under
+// CUDA_DEVICE_ORDER=PCI_BUS_ID, the GPU of that PCI bus rank among those the task can open: all
+// of the node's, or only the step's where Slurm constrains devices (and renumbers). Read by
+// device minor out of PCI bus order, Slurm's integers name other GPUs, and which rank is right
+// depends on that constraint, which the plugin cannot see: the GPU's UUID is right either way.
+std::string cuda_name_of(const Topology& topology, const GpuNumbering& numbering,
+                         const StepGpu& gpu, std::string slurm_name,
+                         std::vector<std::string>& warnings) {
+  if (numbering.rule != GpuIndex::kMinor || !numbering.minors_out_of_pci_order ||
+      !device_index(slurm_name) || gpu.index < 0) {
+    return slurm_name;
+  }
+  const Gpu& g = topology.gpus[gpu.index];
+  if (g.uuid.starts_with("GPU-")) return g.uuid;
+  warnings.push_back("GPU " + g.pci_bus_id + " (Slurm's GPU " + gpu.id +
+                     ") has no known UUID: CUDA_VISIBLE_DEVICES keeps Slurm's name " + slurm_name +
+                     " for it, which CUDA may read as another GPU here");
+  return slurm_name;
+}
+
+// The step's GPUs in request order, located in the topology and named for CUDA; records the
+// numbering rule and its warnings in `plan`.
+std::vector<StepGpu> resolve_step_gpus(const Topology& topology, const PlanRequest& request,
+                                       StepPlan& plan) {
+  const GpuNumbering numbering = number_gpus(topology, request.policy.gpu_index);
+  plan.gpu_index = numbering.rule;
+  plan.warnings.insert(plan.warnings.end(), numbering.warnings.begin(), numbering.warnings.end());
+  std::vector<StepGpu> gpus;
+  for (size_t i = 0; i < request.step_gpus.size(); ++i) {
+    StepGpu gpu = resolve_gpu(topology, numbering, request.step_gpus[i], plan.warnings);
+    const std::string& slurm_name = request.cuda_names.empty() ? gpu.id : request.cuda_names[i];
+    if (!device_index(slurm_name) && !uuid_like(slurm_name)) {
+      throw std::invalid_argument("invalid CUDA device name '" + slurm_name +
+                                  "': expected an index or a UUID");
+    }
+    gpu.cuda_name = cuda_name_of(topology, numbering, gpu, slurm_name, plan.warnings);
+    for (const StepGpu& other : gpus) {
+      if (other.id == gpu.id || (gpu.index >= 0 && other.index == gpu.index)) {
+        throw std::invalid_argument("step GPU '" + gpu.id + "' is listed twice (as '" + other.id +
+                                    "' before): each GPU may appear once");
+      }
+    }
+    gpus.push_back(std::move(gpu));
+  }
+  return gpus;
 }
 
 std::int64_t square(std::int64_t x) {
@@ -213,23 +261,7 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
   StepPlan plan;
   plan.node_name = request.node_name;
   plan.policy = policy;
-
-  std::vector<StepGpu> gpus;
-  for (size_t i = 0; i < request.step_gpus.size(); ++i) {
-    StepGpu gpu = resolve_gpu(topology, request.step_gpus[i], plan.warnings);
-    gpu.cuda_name = request.cuda_names.empty() ? gpu.id : request.cuda_names[i];
-    if (!device_index(gpu.cuda_name) && !uuid_like(gpu.cuda_name)) {
-      throw std::invalid_argument("invalid CUDA device name '" + gpu.cuda_name +
-                                  "': expected an index or a UUID");
-    }
-    for (const StepGpu& other : gpus) {
-      if (other.id == gpu.id || (gpu.index >= 0 && other.index == gpu.index)) {
-        throw std::invalid_argument("step GPU '" + gpu.id + "' is listed twice (as '" + other.id +
-                                    "' before): each GPU may appear once");
-      }
-    }
-    gpus.push_back(std::move(gpu));
-  }
+  const std::vector<StepGpu> gpus = resolve_step_gpus(topology, request, plan);
 
   const CpuSet node_cpus = CpuSet::parse(topology.cpuset);
   std::vector<CpuSet> allowed;

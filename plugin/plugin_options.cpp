@@ -134,6 +134,7 @@ const std::vector<std::pair<std::string_view, AdminSetter>>& admin_keys() {
       {"user_override",
        [](AdminConfig& a, auto v) { a.user_may_override = parse_user_override(v); }},
       {"force", [](AdminConfig& a, auto v) { a.defaults.force = parse_switch(v); }},
+      {"gpu_index", [](AdminConfig& a, auto v) { a.defaults.gpu_index = parse_gpu_index(v); }},
   };
   return keys;
 }

@@ -50,6 +50,13 @@ VisibleDevices parse_visible_devices(std::string_view value) {
   reject("visible devices mode", value, "rotate, isolate, all");
 }
 
+GpuIndex parse_gpu_index(std::string_view value) {
+  const std::string v = lower(value);
+  if (v == "pci") return GpuIndex::kPci;
+  if (v == "minor") return GpuIndex::kMinor;
+  reject("GPU index order", value, "pci, minor");
+}
+
 bool parse_switch(std::string_view value) {
   const std::string v = lower(value);
   if (v == "on" || v == "yes" || v == "true" || v == "1") return true;
@@ -126,6 +133,10 @@ std::string_view to_string(VisibleDevices visible) {
       return "all";
   }
   return "rotate";
+}
+
+std::string_view to_string(GpuIndex index) {
+  return index == GpuIndex::kMinor ? "minor" : "pci";
 }
 
 bool nic_allowed(const Policy& policy, std::string_view name) {

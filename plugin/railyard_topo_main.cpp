@@ -81,6 +81,7 @@ nlohmann::ordered_json topology_json(const Topology& t) {
                          {"id", hex4(g.vendor_id) + ":" + hex4(g.device_id)},
                          {"name", g.name},
                          {"uuid", g.uuid},
+                         {"minor", g.minor},
                          {"numa", g.numa_node},
                          {"cpus", g.cpuset}});
   }
@@ -123,6 +124,7 @@ void print_topology(const Topology& t) {
     std::cout << "  " << i << "  " << g.pci_bus_id << "  [" << hex4(g.vendor_id) << ":"
               << hex4(g.device_id) << "]  " << (g.name.empty() ? "?" : g.name) << "  NUMA "
               << numa_text(g.numa_node) << "  cpus " << g.cpuset
+              << (g.minor < 0 ? "" : "  /dev/nvidia" + std::to_string(g.minor))
               << (g.uuid.empty() ? "" : "  " + g.uuid) << "\n";
   }
   std::cout << "\nRDMA NICs (" << t.nics.size() << "):\n";
@@ -208,13 +210,48 @@ std::string hostname() {
   return gethostname(name, sizeof name - 1) == 0 ? name : "";
 }
 
+// The policy options of `plan`, each value checked by the parser the plugin uses.
+Policy policy_options(const po::variables_map& vm) {
+  Policy policy;
+  auto text = [&](const char* name) { return vm[name].as<std::string>(); };
+  if (vm.count("gpu-choice")) {
+    policy.gpu_choice = option_value("gpu-choice", text("gpu-choice"), parse_gpu_choice);
+  }
+  if (vm.count("visible")) {
+    policy.visible_devices = option_value("visible", text("visible"), parse_visible_devices);
+  }
+  if (vm.count("cpu-bind"))
+    policy.cpu_bind = option_value("cpu-bind", text("cpu-bind"), parse_switch);
+  if (vm.count("net-env")) policy.net_env = option_value("net-env", text("net-env"), parse_switch);
+  if (vm.count("nic-include")) {
+    policy.nic_include = option_value("nic-include", text("nic-include"), parse_nic_patterns);
+  }
+  if (vm.count("nic-exclude")) {
+    policy.nic_exclude = option_value("nic-exclude", text("nic-exclude"), parse_nic_patterns);
+  }
+  if (vm.count("socket-ifname")) {
+    policy.socket_ifname =
+        option_value("socket-ifname", text("socket-ifname"), parse_socket_ifname);
+  }
+  if (vm.count("gdr-level")) {
+    policy.gdr_level = option_value("gdr-level", text("gdr-level"), parse_gdr_level);
+  }
+  if (vm.count("gpu-index")) {
+    policy.gpu_index = option_value("gpu-index", text("gpu-index"), parse_gpu_index);
+  }
+  return policy;
+}
+
 int plan(int argc, char** argv) {
   po::options_description options("railyard-topo plan");
   options.add_options()("help,h", "this help")("ntasks,n", po::value<int>()->value_name("N"),
                                                "local tasks in the step (required)")(
       "gpus", po::value<std::string>()->value_name("LIST"),
-      "the step's GPUs as Slurm gives them (SLURM_STEP_GPUS): indices in PCI bus order or "
-      "MIG-/GPU- UUIDs, comma-separated; default: every GPU of the node")(
+      "the step's GPUs as Slurm gives them (SLURM_STEP_GPUS): Slurm's indices (see "
+      "--gpu-index) or MIG-/GPU- UUIDs, comma-separated; default: every GPU of the node")(
+      "gpu-index", po::value<std::string>()->value_name("pci|minor"),
+      "how Slurm numbers GPUs: PCI bus order (default; gres.conf AutoDetect=nvml) or device "
+      "minor order (File=/dev/nvidia[0-N] alone); as plugstack.conf gpu_index=")(
       "cuda-names", po::value<std::string>()->value_name("LIST"),
       "how CUDA_VISIBLE_DEVICES names those GPUs, when Slurm renumbered them")(
       "cpus-per-task,c", po::value<int>()->value_name("N"),
@@ -255,30 +292,8 @@ int plan(int argc, char** argv) {
 
   PlanRequest request;
   request.local_tasks = ntasks;
-  Policy& policy = request.policy;
+  request.policy = policy_options(vm);
   auto text = [&](const char* name) { return vm[name].as<std::string>(); };
-  if (vm.count("gpu-choice")) {
-    policy.gpu_choice = option_value("gpu-choice", text("gpu-choice"), parse_gpu_choice);
-  }
-  if (vm.count("visible")) {
-    policy.visible_devices = option_value("visible", text("visible"), parse_visible_devices);
-  }
-  if (vm.count("cpu-bind"))
-    policy.cpu_bind = option_value("cpu-bind", text("cpu-bind"), parse_switch);
-  if (vm.count("net-env")) policy.net_env = option_value("net-env", text("net-env"), parse_switch);
-  if (vm.count("nic-include")) {
-    policy.nic_include = option_value("nic-include", text("nic-include"), parse_nic_patterns);
-  }
-  if (vm.count("nic-exclude")) {
-    policy.nic_exclude = option_value("nic-exclude", text("nic-exclude"), parse_nic_patterns);
-  }
-  if (vm.count("socket-ifname")) {
-    policy.socket_ifname =
-        option_value("socket-ifname", text("socket-ifname"), parse_socket_ifname);
-  }
-  if (vm.count("gdr-level")) {
-    policy.gdr_level = option_value("gdr-level", text("gdr-level"), parse_gdr_level);
-  }
   if (vm.count("task-cpus")) {
     request.task_cpus = split(text("task-cpus"), ';');
     if (request.task_cpus.size() != static_cast<size_t>(ntasks)) {

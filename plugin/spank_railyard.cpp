@@ -26,6 +26,7 @@ extern "C" {
 #include "railyard/contract_env.hpp"
 #include "railyard/cpuset.hpp"
 #include "railyard/driver_check.hpp"
+#include "railyard/nvidia_gpu_info.hpp"
 #include "railyard/planner.hpp"
 #include "railyard/plugin_options.hpp"
 #include "railyard/step_env.hpp"
@@ -197,9 +198,11 @@ int plan_step(spank_t sp) {
     railyard::check_driver(node, driver, railyard::CudaVersion::parse(policy.required_cuda));
   }
 
-  const railyard::Topology topology = s.admin->topology_path.empty()
-                                          ? railyard::discover_topology()
-                                          : railyard::load_topology_xml(s.admin->topology_path);
+  railyard::Topology topology = s.admin->topology_path.empty()
+                                    ? railyard::discover_topology()
+                                    : railyard::load_topology_xml(s.admin->topology_path);
+  // A cached XML is this node's, but has no device minors: Slurm's indices may need them.
+  if (!s.admin->topology_path.empty()) railyard::add_nvidia_driver_info(topology);
   railyard::PlanRequest request;
   request.step_gpus = gpus.step_gpus;
   request.cuda_names = gpus.cuda_names;

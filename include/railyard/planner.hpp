@@ -13,11 +13,12 @@
 namespace railyard {
 
 struct PlanRequest {
-  // The step's GPUs as Slurm gave them: indices into the PCI-bus-ordered GPUs ("0", "3"; what
-  // SLURM_STEP_GPUS holds) or UUIDs ("MIG-...", "GPU-...").
+  // The step's GPUs as Slurm gave them: Slurm's GPU indices ("0", "3"; what SLURM_STEP_GPUS
+  // holds, mapped to GPUs by policy.gpu_index, gpu_numbering.hpp) or UUIDs ("MIG-...", "GPU-").
   std::vector<std::string> step_gpus;
   // How each step GPU is named in CUDA_VISIBLE_DEVICES, parallel to step_gpus (Slurm renumbers
-  // when it constrains devices); empty: the step_gpus strings themselves.
+  // when it constrains devices); empty: the step_gpus strings themselves. Where Slurm's indices
+  // are device minors out of PCI bus order, the plan names the GPUs by UUID instead.
   std::vector<std::string> cuda_names;
   int local_tasks = 1;
   // Per local task, the cpus Slurm allowed it (hwloc list string); missing or empty: all of the
@@ -47,6 +48,9 @@ struct StepPlan {
   // What the plan had to do without (a step GPU the topology lacks, a stale XML); the plugin
   // shows these, the plan is still applied.
   std::vector<std::string> warnings;
+  // How Slurm's GPU indices were read (the admin's gpu_index=, or kPci where the device minors
+  // were unusable: a warning says so).
+  GpuIndex gpu_index = GpuIndex::kPci;
   // The driver that passed the step's CUDA check ("580.159.04 (CUDA <= 13.0)"); empty when the
   // step asked for no CUDA version.
   std::string driver;
@@ -58,12 +62,13 @@ struct StepPlan {
 // rank, with a warning.
 StepPlan plan_step(const Topology& topology, const PlanRequest& request);
 
-// The railyard-topo --json shape: {"node":..., "policy":..., "tasks":[{"local_rank":0,
-// "gpu_pci":[...], "nics":[...], "cpus":"0-15", "env":{...}, ...}]}.
+// The railyard-topo --json shape: {"node":..., "policy":..., "gpu_index":"pci",
+// "tasks":[{"local_rank":0, "gpu_pci":[...], "nics":[...], "cpus":"0-15", "env":{...}, ...}]}.
 std::string plan_to_json(const StepPlan& plan);
 
 // One line for the verbose report: "railyard: host=n1 rank=0 gpu=0000:03:00.0 nic=mlx5_1
-// cpus=0-15", with " driver=580.159.04(CUDA<=13.0)" after a passed CUDA check.
+// cpus=0-15", with " gpu_index=minor" where Slurm's indices were read as device minors and
+// " driver=580.159.04(CUDA<=13.0)" after a passed CUDA check.
 std::string format_task_report(const StepPlan& plan, const TaskPlan& task);
 
 }  // namespace railyard

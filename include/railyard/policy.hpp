@@ -3,6 +3,7 @@
 // environment. The SPANK glue maps plugstack.conf arguments and srun/sbatch options onto it;
 // railyard-topo maps its command-line options onto it. Knows nothing of Slurm.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,13 @@ enum class VisibleDevices {
   kAll,      // the step's GPUs as Slurm gave them
 };
 
+// How Slurm numbers a node's GPUs (SLURM_STEP_GPUS, SLURM_JOB_GPUS): in the order of its gres
+// device list, which gres.conf decides. gpu_numbering.hpp maps the numbers to GPUs.
+enum class GpuIndex {
+  kPci,    // i is the i-th GPU in PCI bus order: AutoDetect=nvml (Slurm >= 21.08 sorts so)
+  kMinor,  // i is the GPU of the i-th device minor: File=/dev/nvidia[0-N] without AutoDetect
+};
+
 struct Policy {
   bool enabled = true;  // off: the plugin changes nothing
   GpuChoice gpu_choice = GpuChoice::kClosest;
@@ -39,6 +47,9 @@ struct Policy {
   bool verbose = false;       // one report line per task on stderr
   std::string required_cuda;  // "12.4": the CUDA version the job needs; empty: no check
   bool force = false;         // admin: overwrite variables the user already set
+  // Admin only, a fact of the node's gres.conf; nullopt: not stated, read as kPci (with a
+  // warning on nodes whose device minors are out of PCI bus order).
+  std::optional<GpuIndex> gpu_index;
 };
 
 // Parsers for option and argument values. Each throws std::invalid_argument with a message
@@ -53,9 +64,11 @@ std::vector<std::string> parse_nic_patterns(std::string_view value);
 std::string parse_socket_ifname(std::string_view value);
 std::string parse_gdr_level(std::string_view value);     // auto | LOC | PIX | PXB | PHB | SYS
 std::string parse_cuda_version(std::string_view value);  // MAJOR[.MINOR], e.g. "12" or "12.4"
+GpuIndex parse_gpu_index(std::string_view value);        // pci | minor
 
 std::string_view to_string(GpuChoice choice);
 std::string_view to_string(VisibleDevices visible);
+std::string_view to_string(GpuIndex index);  // "pci", "minor"
 
 // Whether the RDMA device `name` passes the policy's include/exclude patterns.
 bool nic_allowed(const Policy& policy, std::string_view name);

@@ -28,6 +28,9 @@ struct Gpu {
   std::string name;                    // model when hwloc knows it, else empty
   std::string uuid;                    // "GPU-..." when hwloc's NVML data has it, else empty
   std::vector<std::string> mig_uuids;  // "MIG-..." instances on this GPU, when known
+  // The driver's device minor (N of /dev/nvidiaN) from /proc/driver/nvidia; -1 unknown (no
+  // driver, an hwloc XML read elsewhere). Not always in PCI bus order (gpu_numbering.hpp).
+  int minor = -1;
   int numa_node = -1;  // OS index of the nearest NUMA node; -1 unknown (no locality in hwloc)
   std::string cpuset;  // cpus local to the GPU, hwloc list string "0-15,32-47"
 };
@@ -56,9 +59,12 @@ struct NumaNode {
 };
 
 struct Topology {
-  std::string source;     // the XML path, or "live"
-  std::string cpuset;     // the node's allowed cpus
-  std::vector<Gpu> gpus;  // in PCI bus order: index i is what Slurm and CUDA_DEVICE_ORDER call i
+  std::string source;  // the XML path, or "live"
+  std::string cpuset;  // the node's allowed cpus
+  // In PCI bus order: index i is CUDA's device i under CUDA_DEVICE_ORDER=PCI_BUS_ID (and
+  // nvidia-smi's i). Slurm's GPU index i is this i, or the GPU of the i-th device minor,
+  // depending on gres.conf: gpu_numbering.hpp maps one to the other.
+  std::vector<Gpu> gpus;
   std::vector<Nic> nics;  // in RDMA device name order
   std::vector<NetInterface> interfaces;
   std::vector<NumaNode> numa_nodes;

@@ -1,16 +1,21 @@
 // The binding planner on synthetic nodes: GPU choice, CUDA_VISIBLE_DEVICES, NIC choice and
-// round-robin, cpus inside the allocation, the environment and bad requests.
+// round-robin, cpus inside the allocation, the environment, bad requests, and Slurm indices
+// read by device minor.
 
 #include "railyard/planner.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <string>
 
 #include "railyard/cpuset.hpp"
+#include "railyard/nvidia_gpu_info.hpp"
 #include "synthetic_topology.hpp"
 
 namespace railyard {
@@ -447,6 +452,120 @@ TEST(Planner, ReportLineNamesTheDriverThatPassedTheCudaCheck) {
   EXPECT_EQ(format_task_report(plan, plan.tasks[0]),
             "railyard: host=dgx01 rank=0 gpu=" + dgx().gpus[0].pci_bus_id +
                 " nic=" + nic_of_gpu(0) + " cpus=0-15 driver=580.159.04(CUDA<=13.0)");
+}
+
+// The dgx node with the NVIDIA driver's /proc files of a node whose device minors run against
+// PCI bus order (/dev/nvidia0 is the last GPU by bus id), as on some 4x H100 NVL nodes.
+class ReversedMinors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("railyard-minors-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    topology_ = dgx();
+    for (size_t i = 0; i < topology_.gpus.size(); ++i) {
+      std::filesystem::create_directories(dir_ / topology_.gpus[i].pci_bus_id);
+      std::ofstream(dir_ / topology_.gpus[i].pci_bus_id / "information")
+          << "Model: \t\t NVIDIA H100 NVL\nGPU UUID: \t " << uuid(i) << "\nDevice Minor: \t "
+          << 7 - i << "\n";
+    }
+    add_nvidia_driver_info(topology_, dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  static std::string uuid(size_t gpu) {
+    return "GPU-0000000" + std::to_string(gpu) + "-1111-2222-3333-444444444444";
+  }
+  std::filesystem::path dir_;
+  Topology topology_;
+};
+
+// Slurm's GPU 0 is /dev/nvidia0 = PCI GPU 7: its NUMA node's cpus, its NIC, and its UUID in
+// CUDA_VISIBLE_DEVICES (CUDA's PCI_BUS_ID number 0 would be PCI GPU 0).
+TEST_F(ReversedMinors, MinorRuleBindsSlurmIndexToTheGpuOfThatMinor) {
+  PlanRequest r = request(8, 8);
+  r.policy.gpu_index = GpuIndex::kMinor;
+  r.policy.gpu_choice = GpuChoice::kRank;
+  r.policy.visible_devices = VisibleDevices::kIsolate;
+  const StepPlan plan = plan_step(topology_, r);
+  EXPECT_EQ(plan.gpu_index, GpuIndex::kMinor);
+  EXPECT_TRUE(plan.warnings.empty());
+  for (int t = 0; t < 8; ++t) {
+    const TaskPlan& task = plan.tasks[t];
+    const int gpu = 7 - t;
+    EXPECT_EQ(task.gpu_ids, std::vector<std::string>{std::to_string(t)});
+    EXPECT_EQ(task.gpu_indices, std::vector<int>{gpu});
+    EXPECT_EQ(task.gpu_pci, std::vector<std::string>{topology_.gpus[gpu].pci_bus_id});
+    EXPECT_EQ(task.nics, std::vector<std::string>{nic_of_gpu(gpu)});
+    EXPECT_EQ(task.cpus, gpu < 4 ? "0-15" : "16-31");
+    EXPECT_EQ(task.env.at("CUDA_VISIBLE_DEVICES"), uuid(gpu));
+    EXPECT_EQ(task.env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+    EXPECT_EQ(task.env.at("RAILYARD_GPU_PCI"), topology_.gpus[gpu].pci_bus_id);
+  }
+  EXPECT_EQ(format_task_report(plan, plan.tasks[0]),
+            "railyard: host=dgx01 rank=0 gpu=" + topology_.gpus[7].pci_bus_id +
+                " nic=" + nic_of_gpu(7) + " cpus=16-31 gpu_index=minor");
+  EXPECT_EQ(nlohmann::json::parse(plan_to_json(plan)).at("gpu_index"), "minor");
+}
+
+// Renumbered (constrained) names and rotation: UUIDs, in Slurm's order after the task's own.
+TEST_F(ReversedMinors, RenumberedAndRotatedNamesBecomeUuids) {
+  PlanRequest r = request(2, 0);
+  r.step_gpus = {"1", "6"};
+  r.cuda_names = {"0", "1"};
+  r.policy.gpu_index = GpuIndex::kMinor;
+  r.policy.gpu_choice = GpuChoice::kRank;
+  const StepPlan plan = plan_step(topology_, r);
+  EXPECT_EQ(plan.tasks[0].gpu_indices, std::vector<int>{6});
+  EXPECT_EQ(plan.tasks[1].gpu_indices, std::vector<int>{1});
+  EXPECT_EQ(plan.tasks[1].cuda_visible_devices, uuid(1) + "," + uuid(6));
+}
+
+// Not stated: PCI bus order as before, with one warning that shows the two orders.
+TEST_F(ReversedMinors, UnstatedRuleKeepsPciOrderAndWarns) {
+  const StepPlan plan = plan_step(topology_, request(8, 8));
+  EXPECT_EQ(plan.gpu_index, GpuIndex::kPci);
+  EXPECT_EQ(plan.tasks[0].gpu_indices, std::vector<int>{0});
+  EXPECT_EQ(plan.tasks[3].cuda_visible_devices, "3,0,1,2,4,5,6,7");
+  ASSERT_EQ(plan.warnings.size(), 1u);
+  EXPECT_NE(plan.warnings[0].find("/dev/nvidia0=" + topology_.gpus[7].pci_bus_id),
+            std::string::npos)
+      << plan.warnings[0];
+  EXPECT_EQ(nlohmann::json::parse(plan_to_json(plan)).at("gpu_index"), "pci");
+}
+
+// A GPU without a UUID keeps Slurm's integer, with a warning that it may name another GPU.
+TEST_F(ReversedMinors, MissingUuidKeepsSlurmsNameWithAWarning) {
+  topology_.gpus[7].uuid.clear();
+  PlanRequest r = request(1, 1);
+  r.policy.gpu_index = GpuIndex::kMinor;
+  const StepPlan plan = plan_step(topology_, r);
+  EXPECT_EQ(plan.tasks[0].gpu_indices, std::vector<int>{7});
+  EXPECT_EQ(plan.tasks[0].cuda_visible_devices, "0");
+  ASSERT_EQ(plan.warnings.size(), 1u);
+  EXPECT_NE(plan.warnings[0].find("has no known UUID"), std::string::npos) << plan.warnings[0];
+}
+
+// A damaged or repeated minor: PCI bus order, Slurm's names, a warning; never a crash.
+TEST_F(ReversedMinors, UnusableMinorsFallBackToPciOrder) {
+  std::ofstream(dir_ / topology_.gpus[2].pci_bus_id / "information")
+      << "Device Minor: \t 5\nDevice Minor: \t 2\n";
+  Topology damaged = dgx();
+  add_nvidia_driver_info(damaged, dir_);
+  Topology repeated = topology_;
+  repeated.gpus[2].minor = repeated.gpus[3].minor;
+  for (const Topology* t : std::vector<const Topology*>{&damaged, &repeated, &dgx()}) {
+    PlanRequest r = request(8, 8);
+    r.policy.gpu_index = GpuIndex::kMinor;
+    r.policy.visible_devices = VisibleDevices::kIsolate;
+    const StepPlan plan = plan_step(*t, r);
+    EXPECT_EQ(plan.gpu_index, GpuIndex::kPci);
+    EXPECT_EQ(plan.tasks[0].gpu_indices, std::vector<int>{0});
+    EXPECT_EQ(plan.tasks[0].cuda_visible_devices, "0");
+    ASSERT_EQ(plan.warnings.size(), 1u);
+    EXPECT_NE(plan.warnings[0].find("gpu_index=minor, but GPU"), std::string::npos)
+        << plan.warnings[0];
+  }
 }
 
 }  // namespace

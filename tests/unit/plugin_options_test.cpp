@@ -37,6 +37,7 @@ TEST(AdminArgs, NoArgumentsGiveDefaultsAndEveryOverride) {
   EXPECT_EQ(a.defaults.visible_devices, VisibleDevices::kRotate);
   EXPECT_TRUE(a.topology_path.empty());
   EXPECT_FALSE(a.defaults.force);
+  EXPECT_FALSE(a.defaults.gpu_index.has_value());
   EXPECT_EQ(a.user_may_override.size(), user_option_specs().size());
 }
 
@@ -45,7 +46,7 @@ TEST(AdminArgs, EveryKeyIsParsed) {
       {"topology=/etc/railyard/node.xml", "nic_include=mlx5_*", "nic_exclude=mlx5_4,mlx5_5",
        "socket_ifname=ib0", "gdr_level=PHB", "default_enable=off", "default_gpu=rank",
        "default_visible=isolate", "default_cpu_bind=off", "default_net=off", "default_verbose=on",
-       "default_cuda=12.0", "user_override=visible,gpu,verbose", "force=1"});
+       "default_cuda=12.0", "user_override=visible,gpu,verbose", "force=1", "gpu_index=minor"});
   EXPECT_EQ(a.topology_path, "/etc/railyard/node.xml");
   EXPECT_EQ(a.defaults.nic_include, std::vector<std::string>{"mlx5_*"});
   EXPECT_EQ(a.defaults.nic_exclude, (std::vector<std::string>{"mlx5_4", "mlx5_5"}));
@@ -61,6 +62,11 @@ TEST(AdminArgs, EveryKeyIsParsed) {
   EXPECT_EQ(a.user_may_override,
             (std::set<UserOption>{UserOption::kVisible, UserOption::kGpu, UserOption::kVerbose}));
   EXPECT_TRUE(a.defaults.force);
+  EXPECT_EQ(a.defaults.gpu_index, GpuIndex::kMinor);
+  EXPECT_EQ(admin({"gpu_index=PCI"}).defaults.gpu_index, GpuIndex::kPci);
+  const std::string m = message_of([] { admin({"gpu_index=bus"}); });
+  EXPECT_TRUE(contains(m, "gpu_index=bus")) << m;
+  EXPECT_TRUE(contains(m, "pci, minor")) << m;
 }
 
 TEST(AdminArgs, UnknownKeyNamesItAndListsTheKeys) {
