@@ -14,9 +14,9 @@ from fault_common import (check, checkpoints, fresh_dir, h5py, mpirun, newest, r
 STEPS = 60
 d = fresh_dir("corrupted")
 ck = d / "ckpt"
-# Launched as reference() launches the uninterrupted run (mpirun, one rank bound to one core):
-# the CPU engine's bits depend on its BLAS thread count (one core: one thread), which a plain
-# launch on a 2-core machine sets to 2 (OpenBLAS on AMD EPYC sums otherwise then).
+# Launched as reference() launches the uninterrupted run (mpirun, one rank). The CPU engine's bits
+# no longer depend on its thread count (tests/unit/cpu_engine_test.cpp ThreadCountDoesNotChangeTheBits),
+# so a plain launch would agree too; the same launch keeps this test about the checkpoints alone.
 run(mpirun(1) + train_cmd(ck, STEPS, ["--ckpt-every", 10, "--keep", 10]))
 c = checkpoints(ck)
 check(sorted(c) == [10, 20, 30, 40, 50, 60], f"expected checkpoints 10..60, got {sorted(c)}")
