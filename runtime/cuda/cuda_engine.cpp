@@ -32,7 +32,6 @@
 #include "grad_norm_kernels.hpp"
 #include "gradient_exchange.hpp"
 #include "input_pipeline.hpp"
-#include "l2_persistence.hpp"
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
 #include "nccl_comm.hpp"
@@ -54,12 +53,6 @@ namespace {
 // regions, 1.2 MB each for GPT-2 124M at 16 x 1024). Same sums, same order, same bits.
 // false (the A/B switch): one launch after each LayerNorm backward, one partials region.
 constexpr bool kDeferColumnSums = true;
-
-// The backward's residual gradient (dresid_, 24 MiB at GPT-2 124M's 16 x 1024 in bf16) kept in
-// L2 (l2_persistence.hpp): every LayerNorm backward reads and rewrites it and the products between
-// them read it, while each product streams 100-200 MB past it. false (the A/B switch): cached as
-// any other buffer.
-constexpr bool kKeepResidualGradientInL2 = true;
 
 #if RAILYARD_HAVE_CUTLASS
 // The attention projection's forward (bf16 on compute capability 9.0): CUTLASS's residual kernel
@@ -340,11 +333,6 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
 #endif
   describe_ += fc_forward_description();
   plan_memory();
-  if (kKeepResidualGradientInL2) {
-    const size_t kept =
-        keep_in_l2(stream_, device_, dresid_, size_t(Bmax_) * Tmax_ * C_ * sizeof(T));
-    if (kept > 0) describe_ += " l2-kept:residual-grad(" + std::to_string(kept >> 20) + " MiB)";
-  }
   describe_ += attention_description();
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, V_, batch_slots_);
   graphs_ =
