@@ -238,9 +238,8 @@ std::vector<int> nearest_nics(const Topology& topology, const std::vector<int>& 
   return best;
 }
 
-}  // namespace
-
-StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
+// The request's shape: task and GPU counts that the cpu lists and CUDA names must match.
+void check_request(const PlanRequest& request) {
   if (request.local_tasks < 1) {
     throw std::invalid_argument("local task count must be at least 1, got " +
                                 std::to_string(request.local_tasks));
@@ -256,16 +255,13 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
         "CUDA device names for " + std::to_string(request.cuda_names.size()) +
         " GPUs given, but the step has " + std::to_string(request.step_gpus.size()) + " GPUs");
   }
-  const Policy& policy = request.policy;
+}
 
-  StepPlan plan;
-  plan.node_name = request.node_name;
-  plan.policy = policy;
-  const std::vector<StepGpu> gpus = resolve_step_gpus(topology, request, plan);
-
+// Each task's allocation: its cpu list where Slurm gave one, else the node's cpus.
+std::vector<CpuSet> allowed_cpus(const Topology& topology, const PlanRequest& request) {
   const CpuSet node_cpus = CpuSet::parse(topology.cpuset);
   std::vector<CpuSet> allowed;
-  for (size_t t = 0; t < n_tasks; ++t) {
+  for (size_t t = 0; t < static_cast<size_t>(request.local_tasks); ++t) {
     const bool given = t < request.task_cpus.size() && !request.task_cpus[t].empty();
     allowed.push_back(given ? CpuSet::parse(request.task_cpus[t]) : node_cpus);
     if (given && !node_cpus.contains(allowed.back())) {
@@ -274,98 +270,133 @@ StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
                                   topology.cpuset + " (" + topology.source + ")");
     }
   }
+  return allowed;
+}
 
+// What every task's plan draws on: the step's GPUs, the NICs the policy allows, and how often
+// each set of equally near NICs has been handed out (the next user gets the next one, so ranks
+// sharing a set spread over it in local-rank order).
+struct StepContext {
+  const Topology& topology;
+  const Policy& policy;
+  const std::vector<StepGpu>& gpus;
   std::vector<int> usable_nics;
-  for (size_t n = 0; n < topology.nics.size(); ++n) {
-    if (nic_allowed(policy, topology.nics[n].name)) usable_nics.push_back(static_cast<int>(n));
-  }
-
-  const std::vector<std::vector<int>> gpus_of = assign_gpus(gpus, allowed, policy.gpu_choice);
-  // How often each set of equally near NICs has been handed out: the next user gets the next
-  // one, so ranks sharing a set spread over it in local-rank order.
   std::map<std::vector<int>, size_t> turns;
+};
 
-  for (size_t t = 0; t < n_tasks; ++t) {
-    TaskPlan task;
-    task.local_rank = static_cast<int>(t);
-    if (!policy.enabled) {
-      task.cpus = allowed[t].to_string();
-      plan.tasks.push_back(std::move(task));
-      continue;
-    }
-
-    CpuSet gpu_local;
-    std::vector<std::string> visible;
-    for (int g : gpus_of[t]) {
-      task.gpu_ids.push_back(gpus[g].id);
-      task.gpu_indices.push_back(gpus[g].index);
-      if (gpus[g].index >= 0) task.gpu_pci.push_back(topology.gpus[gpus[g].index].pci_bus_id);
-      gpu_local = gpu_local | gpus[g].local;
-      visible.push_back(gpus[g].cuda_name);
-    }
-    if (policy.visible_devices == VisibleDevices::kAll) visible.clear();
-    if (policy.visible_devices != VisibleDevices::kIsolate) {
-      for (size_t g = 0; g < gpus.size(); ++g) {
-        const bool own = std::find(gpus_of[t].begin(), gpus_of[t].end(), static_cast<int>(g)) !=
-                         gpus_of[t].end();
-        if (!own || policy.visible_devices == VisibleDevices::kAll) {
-          visible.push_back(gpus[g].cuda_name);
-        }
+// CUDA_VISIBLE_DEVICES of a task owning `own`: its GPUs first, then (rotate) the step's others,
+// or only its own (isolate), or all in Slurm's order (all).
+std::string visible_devices(const StepContext& c, const std::vector<int>& own) {
+  std::vector<std::string> visible;
+  if (c.policy.visible_devices != VisibleDevices::kAll) {
+    for (int g : own) visible.push_back(c.gpus[g].cuda_name);
+  }
+  if (c.policy.visible_devices != VisibleDevices::kIsolate) {
+    for (size_t g = 0; g < c.gpus.size(); ++g) {
+      const bool mine = std::find(own.begin(), own.end(), static_cast<int>(g)) != own.end();
+      if (!mine || c.policy.visible_devices == VisibleDevices::kAll) {
+        visible.push_back(c.gpus[g].cuda_name);
       }
     }
-    task.cuda_visible_devices = join(visible, ",");
+  }
+  return join(visible, ",");
+}
 
-    const CpuSet near = gpu_local & allowed[t];
-    task.cpus = (policy.cpu_bind && !near.empty() ? near : allowed[t]).to_string();
+// The NICs nearest the task's GPUs (or its cpus, without GPUs), their ports and netdev.
+void choose_nics(StepContext& c, const std::vector<int>& own, const CpuSet& allowed,
+                 TaskPlan& task) {
+  std::vector<int> chosen;
+  auto take = [&](int gpu_index) {
+    const std::vector<int> candidates = nearest_nics(c.topology, c.usable_nics, gpu_index, allowed);
+    if (candidates.empty()) return;
+    const int nic = candidates[c.turns[candidates]++ % candidates.size()];
+    if (std::find(chosen.begin(), chosen.end(), nic) == chosen.end()) chosen.push_back(nic);
+  };
+  if (own.empty()) take(-1);
+  for (int g : own) take(c.gpus[g].index);
+  for (int n : chosen) {
+    const Nic& nic = c.topology.nics[n];
+    task.nics.push_back(nic.name);
+    if (nic.efa) continue;
+    for (unsigned port : nic.ports) task.nic_ports.push_back(nic.name + ":" + std::to_string(port));
+    if (task.netdev.empty() && !nic.netdevs.empty()) task.netdev = nic.netdevs.front();
+  }
+}
 
-    std::vector<int> chosen;
-    auto take = [&](int gpu_index) {
-      const std::vector<int> candidates =
-          nearest_nics(topology, usable_nics, gpu_index, allowed[t]);
-      if (candidates.empty()) return;
-      const int nic = candidates[turns[candidates]++ % candidates.size()];
-      if (std::find(chosen.begin(), chosen.end(), nic) == chosen.end()) chosen.push_back(nic);
-    };
-    if (gpus_of[t].empty()) take(-1);
-    for (int g : gpus_of[t]) take(gpus[g].index);
-    for (int n : chosen) {
-      const Nic& nic = topology.nics[n];
-      task.nics.push_back(nic.name);
-      if (nic.efa) continue;
-      for (unsigned port : nic.ports) {
-        task.nic_ports.push_back(nic.name + ":" + std::to_string(port));
-      }
-      if (task.netdev.empty() && !nic.netdevs.empty()) task.netdev = nic.netdevs.front();
+// NCCL's, UCX's and Open MPI's network variables for the task's NICs.
+void set_network_env(const Policy& policy, TaskPlan& task) {
+  auto& env = task.env;
+  if (!task.nic_ports.empty()) {
+    env["NCCL_IB_HCA"] = "=" + join(task.nic_ports, ",");
+    env["UCX_NET_DEVICES"] = join(task.nic_ports, ",");
+  }
+  if (!policy.socket_ifname.empty()) {
+    env["NCCL_SOCKET_IFNAME"] = policy.socket_ifname;
+    if (policy.socket_ifname.find_first_of("^=") == std::string::npos) {
+      env["OMPI_MCA_btl_tcp_if_include"] = policy.socket_ifname;
     }
+  } else if (!task.netdev.empty()) {
+    // NCCL matches interface names by prefix; "=" asks for exactly this one.
+    env["NCCL_SOCKET_IFNAME"] = "=" + task.netdev;
+    env["OMPI_MCA_btl_tcp_if_include"] = task.netdev;
+  }
+  if (!policy.gdr_level.empty()) env["NCCL_NET_GDR_LEVEL"] = policy.gdr_level;
+}
 
-    auto& env = task.env;
-    if (!gpus.empty()) {
-      env["CUDA_VISIBLE_DEVICES"] = task.cuda_visible_devices;
-      env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-    }
-    if (policy.net_env) {
-      if (!task.nic_ports.empty()) {
-        env["NCCL_IB_HCA"] = "=" + join(task.nic_ports, ",");
-        env["UCX_NET_DEVICES"] = join(task.nic_ports, ",");
-      }
-      if (!policy.socket_ifname.empty()) {
-        env["NCCL_SOCKET_IFNAME"] = policy.socket_ifname;
-        if (policy.socket_ifname.find_first_of("^=") == std::string::npos) {
-          env["OMPI_MCA_btl_tcp_if_include"] = policy.socket_ifname;
-        }
-      } else if (!task.netdev.empty()) {
-        // NCCL matches interface names by prefix; "=" asks for exactly this one.
-        env["NCCL_SOCKET_IFNAME"] = "=" + task.netdev;
-        env["OMPI_MCA_btl_tcp_if_include"] = task.netdev;
-      }
-      if (!policy.gdr_level.empty()) env["NCCL_NET_GDR_LEVEL"] = policy.gdr_level;
-    }
-    env[contract_env::kLocalRank] = std::to_string(t);
-    if (!task.gpu_pci.empty()) env[contract_env::kGpuPci] = join(task.gpu_pci, ",");
-    if (!task.nics.empty()) env[contract_env::kNic] = join(task.nics, ",");
-    env[contract_env::kPolicy] = describe(policy);
-    env[contract_env::kCpus] = task.cpus;
-    plan.tasks.push_back(std::move(task));
+// The task's environment: its devices, its network and railyard's contract variables.
+void set_task_env(const StepContext& c, size_t t, TaskPlan& task) {
+  auto& env = task.env;
+  if (!c.gpus.empty()) {
+    env["CUDA_VISIBLE_DEVICES"] = task.cuda_visible_devices;
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  }
+  if (c.policy.net_env) set_network_env(c.policy, task);
+  env[contract_env::kLocalRank] = std::to_string(t);
+  if (!task.gpu_pci.empty()) env[contract_env::kGpuPci] = join(task.gpu_pci, ",");
+  if (!task.nics.empty()) env[contract_env::kNic] = join(task.nics, ",");
+  env[contract_env::kPolicy] = describe(c.policy);
+  env[contract_env::kCpus] = task.cpus;
+}
+
+// Task t's plan: the GPUs `own`, the cpus near them inside `allowed`, NICs and environment.
+TaskPlan plan_task(StepContext& c, size_t t, const std::vector<int>& own, const CpuSet& allowed) {
+  TaskPlan task;
+  task.local_rank = static_cast<int>(t);
+  if (!c.policy.enabled) {
+    task.cpus = allowed.to_string();
+    return task;
+  }
+  CpuSet gpu_local;
+  for (int g : own) {
+    task.gpu_ids.push_back(c.gpus[g].id);
+    task.gpu_indices.push_back(c.gpus[g].index);
+    if (c.gpus[g].index >= 0) task.gpu_pci.push_back(c.topology.gpus[c.gpus[g].index].pci_bus_id);
+    gpu_local = gpu_local | c.gpus[g].local;
+  }
+  task.cuda_visible_devices = visible_devices(c, own);
+  const CpuSet near = gpu_local & allowed;
+  task.cpus = (c.policy.cpu_bind && !near.empty() ? near : allowed).to_string();
+  choose_nics(c, own, allowed, task);
+  set_task_env(c, t, task);
+  return task;
+}
+
+}  // namespace
+
+StepPlan plan_step(const Topology& topology, const PlanRequest& request) {
+  check_request(request);
+  StepPlan plan;
+  plan.node_name = request.node_name;
+  plan.policy = request.policy;
+  const std::vector<StepGpu> gpus = resolve_step_gpus(topology, request, plan);
+  const std::vector<CpuSet> allowed = allowed_cpus(topology, request);
+  StepContext c{topology, request.policy, gpus, {}, {}};
+  for (size_t n = 0; n < topology.nics.size(); ++n) {
+    if (nic_allowed(c.policy, topology.nics[n].name)) c.usable_nics.push_back(static_cast<int>(n));
+  }
+  const std::vector<std::vector<int>> gpus_of = assign_gpus(gpus, allowed, c.policy.gpu_choice);
+  for (size_t t = 0; t < allowed.size(); ++t) {
+    plan.tasks.push_back(plan_task(c, t, gpus_of[t], allowed[t]));
   }
   return plan;
 }
