@@ -242,7 +242,8 @@ Policy policy_options(const po::variables_map& vm) {
   return policy;
 }
 
-int plan(int argc, char** argv) {
+// `plan`'s options.
+po::options_description plan_options() {
   po::options_description options("railyard-topo plan");
   options.add_options()("help,h", "this help")("ntasks,n", po::value<int>()->value_name("N"),
                                                "local tasks in the step (required)")(
@@ -276,20 +277,12 @@ int plan(int argc, char** argv) {
       "NCCL_SOCKET_IFNAME / btl_tcp_if_include instead of the NIC's netdev")(
       "gdr-level", po::value<std::string>()->value_name("auto|LOC|PIX|PXB|PHB|SYS"),
       "NCCL_NET_GDR_LEVEL (default auto: not set)")("json", "print one JSON object");
-  const po::variables_map vm = parse(options, argc, argv);
-  if (vm.count("help")) {
-    std::cout << kUsage << "\n" << options;
-    return 0;
-  }
-  if (!vm.count("ntasks")) throw UsageError("--ntasks is required");
-  if (vm.count("cpus-per-task") && vm.count("task-cpus")) {
-    throw UsageError("--cpus-per-task and --task-cpus exclude each other");
-  }
-  const int ntasks = vm["ntasks"].as<int>();
-  if (ntasks < 1 || ntasks > 4096) {
-    throw UsageError("--ntasks " + std::to_string(ntasks) + ": allowed 1 to 4096");
-  }
+  return options;
+}
 
+// The step `plan` describes: its tasks, cpus, GPUs and policy from the options, checked.
+PlanRequest plan_request(const po::variables_map& vm, const Topology& topology) {
+  const int ntasks = vm["ntasks"].as<int>();
   PlanRequest request;
   request.local_tasks = ntasks;
   request.policy = policy_options(vm);
@@ -307,8 +300,6 @@ int plan(int argc, char** argv) {
   if (vm.count("gpus")) request.step_gpus = split(text("gpus"), ',');
   if (vm.count("cuda-names")) request.cuda_names = split(text("cuda-names"), ',');
   request.node_name = vm.count("node") ? text("node") : hostname();
-
-  const Topology topology = load(vm);
   if (!vm.count("gpus")) {
     for (size_t i = 0; i < topology.gpus.size(); ++i)
       request.step_gpus.push_back(std::to_string(i));
@@ -318,6 +309,26 @@ int plan(int argc, char** argv) {
     if (per_task < 1) throw UsageError("--cpus-per-task must be at least 1");
     request.task_cpus = block_cpus(topology, ntasks, per_task);
   }
+  return request;
+}
+
+int plan(int argc, char** argv) {
+  const po::options_description options = plan_options();
+  const po::variables_map vm = parse(options, argc, argv);
+  if (vm.count("help")) {
+    std::cout << kUsage << "\n" << options;
+    return 0;
+  }
+  if (!vm.count("ntasks")) throw UsageError("--ntasks is required");
+  if (vm.count("cpus-per-task") && vm.count("task-cpus")) {
+    throw UsageError("--cpus-per-task and --task-cpus exclude each other");
+  }
+  const int ntasks = vm["ntasks"].as<int>();
+  if (ntasks < 1 || ntasks > 4096) {
+    throw UsageError("--ntasks " + std::to_string(ntasks) + ": allowed 1 to 4096");
+  }
+  const Topology topology = load(vm);
+  const PlanRequest request = plan_request(vm, topology);
   StepPlan step;
   try {
     step = plan_step(topology, request);
