@@ -8,7 +8,9 @@ not justify a configuration outside what the heuristic vouches for. Then a pick 
 split-K reduction, or more workspace than one of Matmul's slots) gives way to the fastest
 candidate that does not and is at least as fast: the survey's time includes the reduce kernel,
 but in the step the reduce kernel and the workspace's memset also each cost a launch, which a
-product in a slot does not (matmul_cublaslt.hpp, graph_memsets.hpp).
+product in a slot does not (matmul_cublaslt.hpp, graph_memsets.hpp). A survey run with
+--sustain-ms (timed under the GPU's power limit) is read by its "sustained_ms" times throughout,
+and only the candidates that have one compete.
 
 Usage:
   gemm_pins_from_survey.py SURVEY_JSON                 print the table's generated part
@@ -83,6 +85,11 @@ def config(c, where):
     return ", ".join(values)
 
 
+def time_key(survey):
+    """Which time the survey picked by: under the power limit where it measured there."""
+    return "sustained_ms" if survey.get("sustain_ms", 0) > 0 else "median_ms"
+
+
 def splits_k(c, where):
     """Whether candidate `c` needs a split-K reduction or more workspace than a slot."""
     return (int(field(c, "splitk", where)) != 1 or field(c, "reduction", where) != "none"
@@ -95,16 +102,17 @@ def usable(c, max_diff):
             and c.get("rel_diff_vs_first", max_diff + 1) <= max_diff)
 
 
-def unsplit_if_as_fast(p, pick, max_diff, where):
-    """`pick`, or where it splits K the fastest usable candidate that does not, if as fast."""
+def unsplit_if_as_fast(p, pick, max_diff, tk, where):
+    """`pick`, or where it splits K the fastest usable candidate that does not, if as fast
+    (times from `tk`)."""
     cands = p["candidates"]
     if not splits_k(cands[pick], where):
         return pick
-    limit = field(cands[pick], "median_ms", where)
+    limit = field(cands[pick], tk, where)
     near = [i for i, c in enumerate(cands)
             if usable(c, max_diff) and not splits_k(c, f"{where} candidate #{i}")
-            and c.get("median_ms", limit + 1) <= limit]
-    return min(near, key=lambda i: (cands[i]["median_ms"], i)) if near else pick
+            and c.get(tk, limit + 1) <= limit]
+    return min(near, key=lambda i: (cands[i][tk], i)) if near else pick
 
 
 def chosen(survey, p, where):
@@ -115,13 +123,14 @@ def chosen(survey, p, where):
     if not 0 <= pick < len(cands):
         raise SurveyError(f"{where}: pick {pick} is outside its {len(cands)} candidates")
     max_diff = float(field(survey, "max_diff", "survey"))
+    tk = time_key(survey)
     if cands[pick].get("source") == "enumerated":
-        limit = field(cands[pick], "median_ms", where) * (1 + ENUMERATED_MARGIN)
+        limit = field(cands[pick], tk, where) * (1 + ENUMERATED_MARGIN)
         near = [i for i, c in enumerate(cands)
                 if c.get("source") == "heuristic" and c.get("same_bits") and not c.get("screened")
-                and c.get("median_ms", limit + 1) <= limit]
-        pick = min(near, key=lambda i: (cands[i]["median_ms"], i)) if near else pick
-    return unsplit_if_as_fast(p, pick, max_diff, where)
+                and c.get(tk, limit + 1) <= limit]
+        pick = min(near, key=lambda i: (cands[i][tk], i)) if near else pick
+    return unsplit_if_as_fast(p, pick, max_diff, tk, where)
 
 
 def entry(survey, p, i):
@@ -133,8 +142,11 @@ def entry(survey, p, i):
         raise SurveyError(f"{where}: the picked candidate #{pick} did not give the same bits "
                           "every run; the survey's rule never picks one: rerun it")
     source = ", enumerated" if c.get("source") == "enumerated" else ""
-    note = (f"{p['name']}: {1e3 * c['median_ms']:.1f} us against the heuristic's first's "
-            f"{1e3 * first['median_ms']:.1f} us (#{pick}{source}), same bits.")
+    tk = time_key(survey)
+    where_timed = " under the power limit" if tk == "sustained_ms" else ""
+    note = (f"{p['name']}: {1e3 * field(c, tk, where):.1f} us{where_timed} against the "
+            f"heuristic's first's {1e3 * field(first, tk, where):.1f} us (#{pick}{source}), same "
+            "bits.")
     lines = ["      // " + l for l in textwrap.wrap(note, 90)]
     lines.append(f"      {{{{{key(survey, p, where)}}},")
     lines.append(f"       {{{config(c, where + f' candidate #{pick}')}}}}},")

@@ -2,7 +2,7 @@
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
 #                                        gemm sdpa gemmsurvey adamw timeline lnbench cebench
-#                                        cutlass
+#                                        headbench cutlass
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -27,7 +27,8 @@ keep() {
     gemm-once.json sdpa-plans.json sdpa-plans.log sdpa-plans-torch-cudnn.json \
     sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log adamw.json adamw.log \
     step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log \
-    cross-entropy-bench.json cross-entropy-bench.log cutlass-gelu.json cutlass.log; do
+    cross-entropy-bench.json cross-entropy-bench.log cutlass-gelu.json cutlass.log \
+    head-weight-grad.json head-weight-grad.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -88,7 +89,7 @@ if has build; then
   # CUTLASS's kernels are the longest units: they compile beside the rest.
   has cutlass && grep -q "CUTLASS GELU bench: ON" "$W/cmake.log" && extra="$extra cutlass_gelu_bench"
   grep -q "CUTLASS fc forward: ON" "$W/cmake.log" \
-    && extra="$extra gpu_cutlass_check gpu_cutlass_residual_check"
+    && extra="$extra gpu_cutlass_check gpu_cutlass_residual_check gpu_cutlass_head_check"
   ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check \
     gpu_graph_memsets_check $extra \
     > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
@@ -107,6 +108,10 @@ if has check; then
   if [ -x "$BUILD/tests/gpu/gpu_cutlass_residual_check" ]; then
     log check: the CUTLASS residual forward
     timeout 300 "$BUILD/tests/gpu/gpu_cutlass_residual_check" 2>&1 | tee -a "$W/checks.log"
+  fi
+  if [ -x "$BUILD/tests/gpu/gpu_cutlass_head_check" ]; then
+    log check: the CUTLASS LM-head weight gradient
+    timeout 300 "$BUILD/tests/gpu/gpu_cutlass_head_check" 2>&1 | tee -a "$W/checks.log"
   fi
   log check: model
   timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee -a "$W/checks.log"
@@ -347,9 +352,10 @@ stage_gemmsurvey() {
   ninja -C "$BUILD" -j16 gemm_step_survey > "$W/build-gemmsurvey.log" 2>&1 \
     || { grep -E "error|FAILED" "$W/build-gemmsurvey.log" | head -30; return 1; }
   local t0=$SECONDS
-  timeout 120 "$BUILD/bench/gemm_step_survey" --warmup 3 --reps 20 --candidates 128 \
-    --heuristic 128 --space 768 --screen 1.5 --max-seconds 66 --json "$W/gemm-survey.json" 2>&1 \
-    | tee "$W/gemm-survey.log"
+  # SUSTAIN_MS > 0: the fastest candidates timed again under the power limit (the step's regime).
+  timeout 200 "$BUILD/bench/gemm_step_survey" --warmup 3 --reps 20 --candidates 128 \
+    --heuristic 128 --space 768 --screen 1.5 --max-seconds 66 --sustain-ms "${SUSTAIN_MS:-0}" \
+    --sustain-top "${SUSTAIN_TOP:-6}" --json "$W/gemm-survey.json" 2>&1 | tee "$W/gemm-survey.log"
   log "gemmsurvey: took $((SECONDS - t0)) s"
   [ -s "$W/gemm-survey.json" ] && stamp_result gemm-survey.json
   return 0
@@ -429,6 +435,14 @@ stage_cebench() {
   kernel_bench cross_entropy_bench cross-entropy-bench
 }
 if has cebench; then stage_cebench; fi
+
+# The LM head's weight gradient alone (issue 12, bench/head_weight_grad_bench.cpp): cuBLASLt as
+# the engine calls it beside the CUTLASS kernel's tiles, "=" and "+=" at 4096 x 50304 x 768.
+stage_headbench() {
+  log "headbench: head_weight_grad_bench (50304 x 768 fp32 dW over 4096 positions)"
+  kernel_bench head_weight_grad_bench head-weight-grad
+}
+if has headbench; then stage_headbench; fi
 
 # The summary and gpu-1x.json only where a stage that trains ran: a checkpoint- or plan-only call
 # must not replace the recorded result file with an empty one.

@@ -26,6 +26,7 @@
 #include "embedding_kernels.hpp"
 #if RAILYARD_HAVE_CUTLASS
 #include "gelu_gemm_cutlass.hpp"
+#include "head_weight_grad_cutlass.hpp"
 #include "residual_gemm_cutlass.hpp"
 #endif
 #include "gelu_kernels.hpp"
@@ -58,6 +59,9 @@ constexpr bool kDeferColumnSums = true;
 // The attention projection's forward (bf16 on compute capability 9.0): CUTLASS's residual kernel
 // (true) or cuBLASLt's beta-1 product (false). One line, so that one tree times both.
 constexpr bool kCutlassResidualForward = true;
+// The LM head's weight gradient (bf16 on compute capability 9.0): CUTLASS's kernel (true), whose
+// "+=" epilogue runs under its other warp group's products, or cuBLASLt's (false). One line.
+constexpr bool kCutlassHeadWeightGrad = true;
 #endif
 
 // Device 0 when the plugin bound the task (it rotates CUDA_VISIBLE_DEVICES so the task's GPU
@@ -170,6 +174,7 @@ class CudaEngine final : public Engine {
   // The LM head and the loss, in chunks of kHeadRows positions so only one chunk's logits exist
   // at a time; with grad, also the head's backward: dlnf into dB_, the wte gradient (+)= .
   void loss_head(int N, float dscale, bool grad, bool acc);
+  void head_weight_grad(const T* x, int rows, bool acc);
   // The attention block of layer l: from ln1 to atty, and from d(atty) in dB_ to dqkv in qkv_.
   void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
   void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
@@ -296,6 +301,7 @@ class CudaEngine final : public Engine {
 #if RAILYARD_HAVE_CUTLASS
   std::unique_ptr<CutlassGeluForward> cutlass_fc_;        // bf16 on compute capability 9.0 only
   std::unique_ptr<CutlassResidualForward> cutlass_proj_;  // as cutlass_fc_, if chosen
+  std::unique_ptr<CutlassHeadWeightGrad> cutlass_head_;   // as cutlass_fc_, if chosen
 #endif
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
@@ -329,6 +335,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   if (!kFp32 && CutlassGeluForward::supports(device_)) {
     cutlass_fc_ = std::make_unique<CutlassGeluForward>();
     if (kCutlassResidualForward) cutlass_proj_ = std::make_unique<CutlassResidualForward>();
+    if (kCutlassHeadWeightGrad) cutlass_head_ = std::make_unique<CutlassHeadWeightGrad>();
   }
 #endif
   describe_ += fc_forward_description();
@@ -770,8 +777,24 @@ void CudaEngine<T>::loss_head(int N, float dscale, bool grad, bool acc) {
     if (!grad) continue;
     mm_->linear_backward_input(dB_ + size_t(r0) * C_, logits_, w(wte_), rows, C_, Vp_, dt, false,
                                stream_);
-    mm_->linear_backward_weight(g(wte_), logits_, x, rows, C_, Vp_, dt, acc || r0 > 0, stream_);
+    head_weight_grad(x, rows, acc || r0 > 0);
   }
+}
+
+// wte's gradient (+)= dlogits^T x over one chunk of the head. CUTLASS's ping-pong kernel hides
+// the "+=" read of the 154 MB fp32 gradient under its main loop, which cuBLASLt's does not
+// (bench/NOTES.md); both give the same bits every run, not each other's.
+template <typename T>
+void CudaEngine<T>::head_weight_grad(const T* x, int rows, bool acc) {
+#if RAILYARD_HAVE_CUTLASS
+  if constexpr (!kFp32) {
+    if (cutlass_head_) {
+      cutlass_head_->run(g(wte_), logits_, x, rows, C_, Vp_, acc, stream_);
+      return;
+    }
+  }
+#endif
+  mm_->linear_backward_weight(g(wte_), logits_, x, rows, C_, Vp_, cuda_dtype<T>(), acc, stream_);
 }
 
 // GELU in the product's epilogue; the value before it (a.fc) is kept for backward. CUTLASS's
@@ -811,12 +834,13 @@ void CudaEngine<T>::attn_proj_forward(const LayerActs<T>& a, const LayerParams& 
 
 template <typename T>
 std::string CudaEngine<T>::fc_forward_description() const {
-  std::string fc = " fc:cublaslt", proj = " attn-proj:cublaslt";
+  std::string fc = " fc:cublaslt", proj = " attn-proj:cublaslt", head = " head-dw:cublaslt";
 #if RAILYARD_HAVE_CUTLASS
   if (cutlass_fc_) fc = " fc:cutlass-sm90-pingpong";
   if (cutlass_proj_) proj = " attn-proj:cutlass-sm90-pingpong";
+  if (cutlass_head_) head = " head-dw:cutlass-sm90";
 #endif
-  return fc + proj;
+  return fc + proj + head;
 }
 
 template <typename T>

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace railyard::cuda::sm90 {
 
@@ -37,18 +38,30 @@ struct Pingpong {
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
 };
 
+// Elements of a 16-byte TMA unit (a void C, absent, takes bf16's).
+template <class E>
+constexpr int align_of() {
+  if constexpr (std::is_void_v<E>) {
+    return kAlign;
+  } else {
+    return int(16 / sizeof(E));
+  }
+}
+
 // CUTLASS's layout tags: A [M,K] RowMajor is K-major, ColumnMajor M-major; B [N,K] ColumnMajor is
 // K-major (a Linear weight [N,K] row-major), RowMajor N-major ([K,N] row-major); D [M,N] as A.
 // No C operand (ElementC void) unless a product adds one (the residual forwards: C bf16, laid out
-// as D, read by the epilogue's TMA load). The default persistent tile scheduler (no split-K, no
-// stream-K): every output tile is one CTA's, summed in one order.
+// as D, read by the epilogue's TMA load). D is bf16 but for the fp32 weight gradients. The
+// default persistent tile scheduler (no split-K, no stream-K): every output tile is one CTA's,
+// summed in one order.
 template <class LayoutA, class LayoutB, class LayoutD, class Tile, class Cluster, class Schedule,
-          class Fusion, class ElementC = void>
+          class Fusion, class ElementC = void, class ElementD = Bf16>
 struct Gemm {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD, kAlign,
-      Bf16, LayoutD, kAlign, typename Schedule::Epilogue, Fusion>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutD,
+      align_of<ElementC>(), ElementD, LayoutD, align_of<ElementD>(), typename Schedule::Epilogue,
+      Fusion>::CollectiveOp;
   // The mainloop takes the shared memory the epilogue leaves for as many stages as fit.
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA, kAlign, Bf16, LayoutB,
@@ -134,6 +147,24 @@ using ResidualCooperative256x128 =
 using ResidualCooperative128x256 =
     ResidualForwardGemm<cute::Shape<cute::_128, cute::_256, cute::_64>,
                         cute::Shape<cute::_2, cute::_1, cute::_1>, Cooperative>;
+
+// The LM head's weight gradient, dW[V,C] (+)= dlogits[N,V]^T X[N,C] in fp32 (the tied wte's
+// gradient over the head's chunks of N positions): A = dlogits^T is M-major, B = X^T N-major, C
+// and D fp32 row-major, D itself as C (beta 1) from the second chunk on.
+using HeadWeightGradSum = cutlass::epilogue::fusion::LinearCombination<float, float, float, float>;
+template <class Tile, class Cluster, class Schedule>
+using HeadWeightGradGemm = typename Gemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
+                                         cutlass::layout::RowMajor, Tile, Cluster, Schedule,
+                                         HeadWeightGradSum, float, float>::Adapter;
+using HeadWeightGradPingpong128x128 =
+    HeadWeightGradGemm<cute::Shape<cute::_128, cute::_128, cute::_64>,
+                       cute::Shape<cute::_1, cute::_2, cute::_1>, Pingpong>;
+using HeadWeightGradCooperative256x128 =
+    HeadWeightGradGemm<cute::Shape<cute::_256, cute::_128, cute::_64>,
+                       cute::Shape<cute::_2, cute::_1, cute::_1>, Cooperative>;
+using HeadWeightGradCooperative128x256 =
+    HeadWeightGradGemm<cute::Shape<cute::_128, cute::_256, cute::_64>,
+                       cute::Shape<cute::_2, cute::_1, cute::_1>, Cooperative>;
 
 // The engine's fc forward (bench/NOTES.md, "CUTLASS fused GELU products (measured)": 137.6 us
 // against cuBLASLt's 149.9 at 16384 x 3072 x 768 on an H200): 128x128x64 tiles, cluster 1x2,

@@ -54,6 +54,31 @@ class GemmPinsFromSurvey(unittest.TestCase):
         self.assertEqual(out.count("{{"), len(picks) + 2)
         self.assertIn("{39, 20, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 0, 0, 5}", out)
 
+    def test_a_survey_under_the_power_limit_is_read_by_its_sustained_times(self):
+        s = copy.deepcopy(self.survey)
+        s["sustain_ms"] = 150
+        for q in s["products"]:
+            for c in q["candidates"]:
+                c["sustained_ms"] = c["median_ms"]
+        out = run(self.write("survey.json", s)).stdout
+        code = lambda t: [l for l in t.splitlines() if not l.strip().startswith("//")]
+        self.assertEqual(code(out), code(run(FROZEN).stdout))
+        self.assertIn("under the power limit", out)
+        # Slower under the limit than the first: the DGELU product's pin goes. A pinned
+        # product whose first has no sustained time is refused, naming the field.
+        p = self.product(s, "fc2 backward-input dgelu")
+        pinned = "{39, 20, 35, 1, CUBLASLT_REDUCTION_SCHEME_NONE, 0, 0, 0, 5}"
+        self.assertIn(pinned, out)
+        pick = p["pick"]
+        p["candidates"][pick]["sustained_ms"] = 2 * p["candidates"][0]["median_ms"]
+        p["pick"] = 0
+        self.assertNotIn(pinned, run(self.write("survey.json", s)).stdout)
+        p["pick"] = pick
+        del p["candidates"][0]["sustained_ms"]
+        r = run(self.write("survey.json", s))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("sustained_ms", r.stderr)
+
     def test_a_split_k_pick_gives_way_to_an_unsplit_one_as_fast(self):
         s = copy.deepcopy(self.survey)
         p = self.product(s, "qkv backward-weight+bias (ones column) =")
