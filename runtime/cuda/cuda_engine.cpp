@@ -59,8 +59,8 @@ constexpr bool kDeferColumnSums = true;
 // The attention projection's forward (bf16 on compute capability 9.0): CUTLASS's residual kernel
 // (true) or cuBLASLt's beta-1 product (false). One line, so that one tree times both.
 constexpr bool kCutlassResidualForward = true;
-// The LM head's weight gradient (bf16 on compute capability 9.0): CUTLASS's kernel (true), whose
-// "+=" epilogue runs under its other warp group's products, or cuBLASLt's (false). One line.
+// The LM head's weight gradient "+=" (bf16 on compute capability 9.0): CUTLASS's kernel (true),
+// whose epilogue runs under its other warp group's products, or cuBLASLt's (false). One line.
 constexpr bool kCutlassHeadWeightGrad = true;
 #endif
 
@@ -781,14 +781,15 @@ void CudaEngine<T>::loss_head(int N, float dscale, bool grad, bool acc) {
   }
 }
 
-// wte's gradient (+)= dlogits^T x over one chunk of the head. CUTLASS's ping-pong kernel hides
-// the "+=" read of the 154 MB fp32 gradient under its main loop, which cuBLASLt's does not
-// (bench/NOTES.md); both give the same bits every run, not each other's.
+// wte's gradient (+)= dlogits^T x over one chunk of the head. For "+=" CUTLASS's ping-pong
+// kernel, which reads the 154 MB fp32 gradient under its main loop (414 us alone on an H200
+// against cuBLASLt's 421, 451 in the step); "=" stays cuBLASLt's (402 against 412). The two give
+// the same bits at this shape (bench/NOTES.md, head_weight_grad_bench): one K order, fp32 sums.
 template <typename T>
 void CudaEngine<T>::head_weight_grad(const T* x, int rows, bool acc) {
 #if RAILYARD_HAVE_CUTLASS
   if constexpr (!kFp32) {
-    if (cutlass_head_) {
+    if (cutlass_head_ && acc) {
       cutlass_head_->run(g(wte_), logits_, x, rows, C_, Vp_, acc, stream_);
       return;
     }

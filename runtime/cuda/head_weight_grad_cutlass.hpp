@@ -8,8 +8,9 @@
 //
 // What it promises: bf16 operands, fp32 accumulation and output; with `accumulate` the fp32 sum
 // acc + dW rounded once (dW is read and written in place, C = D); every output tile is one CTA's,
-// summed in one order (no split-K, no stream-K), so a call gives the same bits every launch (not
-// cuBLASLt's bits: another summation order). No workspace, no allocation after construction:
+// summed in one order (no split-K, no stream-K), so a call gives the same bits every launch (at
+// GPT-2's head chunk the same as cuBLASLt's too, measured: both add K in one order in fp32; not
+// promised for other shapes or libraries). No workspace, no allocation after construction:
 // capturable in a CUDA graph once run() has run eagerly (its first call sets the kernel's
 // shared-memory attribute). Where it runs: built only where CMake found CUTLASS's headers
 // (RAILYARD_HAVE_CUTLASS), compiled for sm_90a alone, so only on compute capability 9.0
