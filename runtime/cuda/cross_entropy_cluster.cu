@@ -160,22 +160,26 @@ bool launch(T* logits, float* losses, const int32_t* targets, int N, int V, int 
   return true;
 }
 
+[[noreturn]] void unbuilt(int cluster) {
+  throw std::invalid_argument("cross-entropy: clusters of " + std::to_string(cluster) +
+                              " blocks are not built: use 2 or 4");
+}
+
 }  // namespace
 
 template <typename T>
 int cross_entropy_cluster_grid(int cluster, int Vp) {
   if (cluster == 2) return cluster_grid<T, 2>(Vp);
   if (cluster == 4) return cluster_grid<T, 4>(Vp);
-  throw std::invalid_argument("cross-entropy: clusters of " + std::to_string(cluster) +
-                              " blocks are not built: use 2 or 4");
+  unbuilt(cluster);
 }
 
 template <typename T>
 bool cross_entropy_cluster(int cluster, T* logits, float* losses, const int32_t* targets, int N,
                            int V, int Vp, float dscale, cudaStream_t stream) {
-  cross_entropy_cluster_grid<T>(cluster, Vp);  // rejects other sizes
-  return cluster == 2 ? launch<T, 2>(logits, losses, targets, N, V, Vp, dscale, stream)
-                      : launch<T, 4>(logits, losses, targets, N, V, Vp, dscale, stream);
+  if (cluster == 2) return launch<T, 2>(logits, losses, targets, N, V, Vp, dscale, stream);
+  if (cluster == 4) return launch<T, 4>(logits, losses, targets, N, V, Vp, dscale, stream);
+  unbuilt(cluster);
 }
 
 template int cross_entropy_cluster_grid<float>(int, int);

@@ -45,6 +45,17 @@ __device__ __forceinline__ void store_pack_hinted(T* p, const Pack<T>& v,
 // gradient's arithmetic fits too. A row of GPT-2 is 6288 bf16 packs: about 6 a thread in 1024.
 constexpr int kInFlight = 6, kRereadInFlight = 4;
 
+// Packs q0 + u * kThreads below `packs` into p[u], every load issued before any is used.
+template <int kThreads, int kCount, typename T>
+__device__ __forceinline__ void load_group(Pack<T> (&p)[kCount], const T* x, int q0, int packs,
+                                           unsigned long long policy) {
+#pragma unroll
+  for (int u = 0; u < kCount; ++u) {
+    const int q = q0 + u * kThreads;
+    if (q < packs) p[u] = load_pack_hinted(x + q * Pack<T>::kN, policy);
+  }
+}
+
 // Persistent: block b takes rows b, b + gridDim.x, ... Each thread sums its packs q = threadIdx.x
 // + r * kThreads in increasing r, as the staged kernel does: with 512 threads its bits.
 template <typename T, int kThreads>
@@ -61,10 +72,7 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads)
     float m = -INFINITY, s = 0.0f;
     for (int q0 = threadIdx.x; q0 < packs; q0 += kStep) {
       Pack<T> p[kInFlight] = {};
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        if (q0 + u * kThreads < packs) p[u] = load_pack_hinted(x + (q0 + u * kThreads) * kN, keep);
-      }
+      load_group<kThreads>(p, x, q0, packs, keep);
 #pragma unroll
       for (int u = 0; u < kInFlight; ++u) {
         if (q0 + u * kThreads < packs) accumulate(m, s, p[u], (q0 + u * kThreads) * kN, V);
@@ -73,10 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads)
     const float2 r = finish_row(m, s, losses + n, target_logit, tgt);
     for (int q0 = threadIdx.x; q0 < packs; q0 += kRereadInFlight * kThreads) {
       Pack<T> p[kRereadInFlight] = {};
-#pragma unroll
-      for (int u = 0; u < kRereadInFlight; ++u) {
-        if (q0 + u * kThreads < packs) p[u] = load_pack_hinted(x + (q0 + u * kThreads) * kN, drop);
-      }
+      load_group<kThreads>(p, x, q0, packs, drop);
 #pragma unroll
       for (int u = 0; u < kRereadInFlight; ++u) {
         const int q = q0 + u * kThreads;
