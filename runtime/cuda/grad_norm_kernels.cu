@@ -129,10 +129,6 @@ size_t grad_sumsq_full_blocks() {
   return kBlocks;
 }
 
-size_t grad_sumsq_tile4() {
-  return kTile4;
-}
-
 std::vector<SumsqRange> sumsq_range_table(const std::vector<std::pair<size_t, size_t>>& parts) {
   std::vector<SumsqRange> table;
   uint64_t tiles = 0;

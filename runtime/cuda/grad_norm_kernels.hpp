@@ -24,11 +24,10 @@ void grad_sumsq_slice(double* slots, const float* g, size_t n, size_t max_blocks
 // *out = slots[0] + ... + slots[count - 1], in a fixed order (strided per thread, then a tree).
 void sum_slots(double* out, const double* slots, size_t count, cudaStream_t stream);
 // A part of the gradients that grad_sumsq_ranges reads, in 16-byte packs [begin4, end4), cut
-// into tiles of grad_sumsq_tile4() packs; first_tile: the tiles of the parts before it.
+// into fixed tiles (16 KB); first_tile: the tiles of the parts before it.
 struct SumsqRange {
   uint64_t begin4, end4, first_tile;
 };
-size_t grad_sumsq_tile4();
 // The table of the element ranges `parts` (each begin and end a multiple of 4; empty ones left
 // out), in their order, then a sentinel whose first_tile is the number of tiles. Throws
 // std::invalid_argument on a range off a 16-byte boundary.
