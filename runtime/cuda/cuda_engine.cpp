@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "adamw_kernels.hpp"
@@ -54,6 +55,14 @@ namespace {
 // regions, 1.2 MB each for GPT-2 124M at 16 x 1024). Same sums, same order, same bits.
 // false (the A/B switch): one launch after each LayerNorm backward, one partials region.
 constexpr bool kDeferColumnSums = true;
+
+// The gradient norm's share of the qkv and fc weight and bias gradients (40% of GPT-2's) summed
+// by the kernels that write them (split_ones_column_product, per-block slots), so that the
+// norm's own pass reads only the rest (about 300 of 498 MB). Only where those values are the
+// final gradients: one rank without the exchange (an all-reduce changes them after the split).
+// The norm's partition differs from the full pass's: other bits, the same every run.
+// false (the A/B switch): the full pass over every gradient.
+constexpr bool kNormFromSplits = true;
 
 #if RAILYARD_HAVE_CUTLASS
 // The attention projection's forward (bf16 on compute capability 9.0): CUTLASS's residual kernel
@@ -157,7 +166,7 @@ class CudaEngine final : public Engine {
   };
   struct ScratchOffsets {
     size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
-        partials, wb_prod, norm_slots;
+        partials, wb_prod, norm_slots, split_sumsq, norm_ranges;
   };
   void plan_memory();
   StateOffsets plan_state(AllocationPlan& plan) const;
@@ -206,7 +215,17 @@ class CudaEngine final : public Engine {
   void sum_pending();
   // dw [O, C] and db [O] (+= with acc) of the Linear layer whose input is x (ln1 or ln2, with its
   // ones column) and output gradient dy [N, O]: one product, then its split.
-  void weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O, bool acc);
+  // With sumsq (norm_from_splits_): also the sum of squares of dw and db, per block.
+  void weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O, bool acc,
+                        double* sumsq);
+  // kNormFromSplits: layer l's slots for the qkv split, then for the fc split; and the parts of
+  // the gradient buffer those splits do not write (the norm's own pass reads only these).
+  int split_sumsq_layer_slots() const;
+  double* split_sumsq(int l, bool fc) const;
+  std::vector<std::pair<size_t, size_t>> norm_rest_parts() const;
+  // The sum of squares of all the gradients into norm_acc_: its own pass over the parts the
+  // splits did not write where their slots hold the final gradients, else over all of them.
+  void queue_grad_sumsq();
   // The ones columns of every layer's ln1 and ln2, once, after the memory is bound.
   void set_ones_columns();
   // A phase of the micro-step (StepKey::phase): forward with the loss head, then backward.
@@ -284,6 +303,15 @@ class CudaEngine final : public Engine {
   // into the weight and bias gradients.
   float* wb_prod_ = nullptr;
   double* norm_slots_ = nullptr;
+  // kNormFromSplits on one rank without the exchange: the splits' sum-of-squares slots (every
+  // backward writes all of them), the table of the rest of the gradients (on the device, with
+  // its tile count), and whether the last gradients written came from a backward (zero_grad
+  // clears it: its zeros are not what the slots hold).
+  bool norm_from_splits_ = false;
+  double* split_sumsq_ = nullptr;
+  SumsqRange* norm_ranges_ = nullptr;
+  std::vector<SumsqRange> norm_range_table_;
+  bool splits_hold_norm_ = false;
   // Set by zero_grad: the next backward writes the gradients instead of adding to them, which
   // saves clearing the whole buffer every step.
   bool overwrite_grads_ = false;
@@ -326,6 +354,11 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   ln_cols_ = ones_column_ld(C_);
   locate_params();
   shard_params();
+  // One rank has nothing to average: no NCCL communicator (nor its buffers) at all, unless bf16
+  // reduction asks for the rounding that its exchange applies.
+  exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
+  norm_from_splits_ = kNormFromSplits && !exchange_needed_;
+  if (norm_from_splits_) norm_range_table_ = sumsq_range_table(norm_rest_parts());
 
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   RY_CUDA(cudaStreamCreateWithFlags(&scalars_stream_, cudaStreamNonBlocking));
@@ -450,9 +483,6 @@ void CudaEngine<T>::init_state(uint64_t seed) {
 
 template <typename T>
 void CudaEngine<T>::setup_exchange() {
-  // One rank has nothing to average: no NCCL communicator (nor its buffers) at all, unless bf16
-  // reduction asks for the rounding that its exchange applies.
-  exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
   if (exchange_needed_) {
     nccl_ = std::make_unique<NcclComm>(comm_);
     exchange_ = std::make_unique<GradientExchange>(*nccl_, grads_, reduce_scratch_, grad_buckets(),
@@ -588,8 +618,14 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
                          size_t(partials_regions()) * partials_stride(N) * f);
   sc.wb_prod =
       plan.add("scratch: weight and bias gradient product", size_t(4) * C_ * size_t(ln_cols_) * f);
-  sc.norm_slots = plan.add("scratch: norm slots",
-                           grad_sumsq_slots(padded_, grad_sumsq_full_blocks()) * sizeof(double));
+  const size_t split_slots = norm_from_splits_ ? size_t(L_) * split_sumsq_layer_slots() : 0;
+  const size_t tiles = norm_from_splits_ ? norm_range_table_.back().first_tile : 0;
+  sc.norm_slots =
+      plan.add("scratch: norm slots", std::max(grad_sumsq_slots(padded_, grad_sumsq_full_blocks()),
+                                               grad_sumsq_ranges_slots(tiles, split_slots)) *
+                                          sizeof(double));
+  sc.split_sumsq = plan.add("scratch: the splits' norm slots", split_slots * sizeof(double));
+  sc.norm_ranges = plan.add("scratch: norm ranges", norm_range_table_.size() * sizeof(SumsqRange));
   return sc;
 }
 
@@ -617,6 +653,12 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   partials_stride_ = partials_stride(size_t(Bmax_) * Tmax_);
   wb_prod_ = mem_.as<float>(sc.wb_prod);
   norm_slots_ = mem_.as<double>(sc.norm_slots);
+  if (norm_from_splits_) {
+    split_sumsq_ = mem_.as<double>(sc.split_sumsq);
+    norm_ranges_ = mem_.as<SumsqRange>(sc.norm_ranges);
+    RY_CUDA(cudaMemcpy(norm_ranges_, norm_range_table_.data(),
+                       norm_range_table_.size() * sizeof(SumsqRange), cudaMemcpyHostToDevice));
+  }
 }
 
 template <typename T>
@@ -951,7 +993,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     // fc's weight and bias gradients from one product (ln2's ones column).
-    weight_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc);
+    weight_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc, split_sumsq(l, true));
     layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), partials(ln++), dB_, a.resid_mid,
                        w(p.ln2w), a.ln2_mean, a.ln2_rstd, N, C_, true, acc, stream_, later);
     // Attention.
@@ -963,7 +1005,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
     attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc);
+    weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc, split_sumsq(l, false));
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, partials(ln++), dB_, a.resid,
                        w(p.ln1w), a.ln1_mean, a.ln1_rstd, N, C_, true, acc, stream_, later);
@@ -987,11 +1029,60 @@ void CudaEngine<T>::sum_pending() {
 
 template <typename T>
 void CudaEngine<T>::weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O,
-                                     bool acc) {
+                                     bool acc, double* sumsq) {
   // The product always overwrites its scratch; the split adds to the gradients where acc.
   mm_->linear_backward_weight(wb_prod_, dy, x, N, ln_cols_, O, cuda_dtype<T>(), false, stream_,
                               ln_ld_);
-  split_ones_column_product(dw, db, wb_prod_, O, C_, ln_cols_, acc, stream_);
+  split_ones_column_product(dw, db, wb_prod_, O, C_, ln_cols_, acc, stream_, sumsq);
+}
+
+template <typename T>
+int CudaEngine<T>::split_sumsq_layer_slots() const {
+  return split_sumsq_slots(3 * C_) + split_sumsq_slots(4 * C_);
+}
+
+template <typename T>
+double* CudaEngine<T>::split_sumsq(int l, bool fc) const {
+  if (!norm_from_splits_) return nullptr;
+  return split_sumsq_ + size_t(l) * split_sumsq_layer_slots() +
+         (fc ? split_sumsq_slots(3 * C_) : 0);
+}
+
+// The complement in [0, padded_) of every layer's qkv and fc weights and biases: the layout's
+// order (ParamLayout), the padding between tensors (zero) read with the rest.
+template <typename T>
+std::vector<std::pair<size_t, size_t>> CudaEngine<T>::norm_rest_parts() const {
+  std::vector<std::pair<size_t, size_t>> written;
+  const size_t C = size_t(C_);
+  for (const LayerParams& p : lp_) {
+    written.insert(written.end(), {{p.qkvw, p.qkvw + 3 * C * C},
+                                   {p.qkvb, p.qkvb + 3 * C},
+                                   {p.fcw, p.fcw + 4 * C * C},
+                                   {p.fcb, p.fcb + 4 * C}});
+  }
+  std::sort(written.begin(), written.end());
+  std::vector<std::pair<size_t, size_t>> rest;
+  size_t at = 0;
+  for (const auto& [begin, end] : written) {
+    rest.push_back({at, begin});
+    at = end;
+  }
+  rest.push_back({at, padded_});
+  return rest;
+}
+
+template <typename T>
+void CudaEngine<T>::queue_grad_sumsq() {
+  if (norm_from_splits_ && splits_hold_norm_) {
+    const size_t tiles = norm_range_table_.back().first_tile;
+    const size_t split_slots = size_t(L_) * split_sumsq_layer_slots();
+    grad_sumsq_ranges(norm_slots_, grads_, norm_ranges_, tiles, split_sumsq_, split_slots, stream_);
+    sum_slots(norm_acc_, norm_slots_, grad_sumsq_ranges_slots(tiles, split_slots), stream_);
+    return;
+  }
+  const size_t blocks = grad_sumsq_full_blocks();
+  grad_sumsq_slice(norm_slots_, grads_, padded_, blocks, stream_);
+  sum_slots(norm_acc_, norm_slots_, grad_sumsq_slots(padded_, blocks), stream_);
 }
 
 template <typename T>
@@ -1046,6 +1137,7 @@ double CudaEngine<T>::sum_losses(int N) {
 template <typename T>
 void CudaEngine<T>::zero_grad() {
   overwrite_grads_ = true;
+  splits_hold_norm_ = false;
 }
 
 // For a step with no backward since zero_grad: then the gradients really are zero.
@@ -1082,6 +1174,7 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   } else {
     run_phase(kBackwardPhase, B, Tn, acc, 0.0f, back);
   }
+  splits_hold_norm_ = true;  // each split wrote its slots from the gradients it left
   // Waits for the forward pass only: backward keeps the GPU busy while the host moves on.
   double s = sum_losses(N);
   return scored > 0 ? float(s / scored) : 0.0f;
@@ -1112,9 +1205,7 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   // norm, so the next step's launches overlap the update. The sum runs here, after the backward:
   // by buckets beside it, on a second stream, it made the step 0.24 ms slower (bench/NOTES.md).
   settle_zero_grad();
-  const size_t blocks = grad_sumsq_full_blocks();
-  grad_sumsq_slice(norm_slots_, grads_, padded_, blocks, stream_);
-  sum_slots(norm_acc_, norm_slots_, grad_sumsq_slots(padded_, blocks), stream_);
+  queue_grad_sumsq();
   double* h =
       reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
   // norm_acc_ is written next by the next step's sum, queued after the wait below.

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "cuda_check.hpp"
 #include "device_math.cuh"
@@ -10,6 +12,23 @@ namespace railyard::cuda {
 namespace {
 
 constexpr int kBlocks = 1056, kThreads = 512;  // 8 blocks of 512 per H200 multiprocessor
+// grad_sumsq_ranges: a tile is 2 packs per thread (16 KB: a range's tail tile wastes little, the
+// blocks' last tiles leave little of a wave idle); a block adds kDoneChunk given slots.
+constexpr int kTileLoads = 2;
+constexpr size_t kTile4 = size_t(kThreads) * kTileLoads;
+constexpr size_t kDoneChunk = size_t(kThreads) * 4;
+
+// The sum over the block of each thread's s, in a fixed order (a tree over the threads); for
+// thread 0. `part` holds blockDim.x doubles, a power of two.
+__device__ double block_tree_sum(double s, double* part) {
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  return part[0];
+}
 
 // Pass one: each block's sum of squares, over a fixed partition: 16-byte loads over the aligned
 // body (a grid-stride loop), the at most 3 elements before it and 3 after it by block 0, then a
@@ -41,13 +60,56 @@ __global__ void sum_partials_kernel(double* out, const double* partials, size_t 
   __shared__ double part[kThreads];
   double s = 0.0;
   for (size_t i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
-    __syncthreads();
+  s = block_tree_sum(s, part);
+  if (threadIdx.x == 0) *out = s;
+}
+
+// One tile's sum of squares for this thread: its kTileLoads packs of [begin, end), all loads
+// issued before the first add.
+__device__ float tile_sumsq(const float4* g, size_t begin, size_t end) {
+  float4 v[kTileLoads];
+#pragma unroll
+  for (int k = 0; k < kTileLoads; ++k) {
+    const size_t i = begin + size_t(k) * blockDim.x + threadIdx.x;
+    v[k] = i < end ? g[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  if (threadIdx.x == 0) *out = part[0];
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kTileLoads; ++k) {
+    s += v[k].x * v[k].x;
+    s += v[k].y * v[k].y;
+    s += v[k].z * v[k].z;
+    s += v[k].w * v[k].w;
+  }
+  return s;
+}
+
+// Blocks below `tile_blocks`: tiles blockIdx.x, + tile_blocks, ... of the ranges (the range of
+// a tile found by walking the table forward: a block's tiles only increase). The others: a
+// chunk of kDoneChunk of the given slots each, in double.
+__global__ void grad_sumsq_ranges_kernel(double* partials, const float4* g,
+                                         const SumsqRange* ranges, size_t tiles,
+                                         unsigned tile_blocks, const double* done, size_t n_done) {
+  __shared__ float scratch[32];
+  __shared__ double part[kThreads];
+  if (blockIdx.x >= tile_blocks) {
+    const size_t chunk = (blockIdx.x - tile_blocks) * kDoneChunk;
+    double s = 0.0;
+    for (size_t i = chunk + threadIdx.x; i < chunk + kDoneChunk && i < n_done; i += blockDim.x)
+      s += done[i];
+    s = block_tree_sum(s, part);
+    if (threadIdx.x == 0) partials[blockIdx.x] = s;
+    return;
+  }
+  float s = 0.0f;
+  size_t r = 0;
+  for (size_t t = blockIdx.x; t < tiles; t += tile_blocks) {
+    while (ranges[r + 1].first_tile <= t) ++r;
+    const SumsqRange range = ranges[r];
+    s += tile_sumsq(g, range.begin4 + (t - range.first_tile) * kTile4, range.end4);
+  }
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) partials[blockIdx.x] = double(s);
 }
 
 __global__ void clip_factor_kernel(float* scale, const double* sumsq, float clip) {
@@ -65,6 +127,37 @@ size_t grad_sumsq_slots(size_t n, size_t max_blocks) {
 
 size_t grad_sumsq_full_blocks() {
   return kBlocks;
+}
+
+std::vector<SumsqRange> sumsq_range_table(const std::vector<std::pair<size_t, size_t>>& parts) {
+  std::vector<SumsqRange> table;
+  uint64_t tiles = 0;
+  for (const auto& [begin, end] : parts) {
+    if (begin % 4 != 0 || end % 4 != 0 || end < begin) {
+      throw std::invalid_argument("sumsq_range_table: range [" + std::to_string(begin) + ", " +
+                                  std::to_string(end) +
+                                  ") does not start and end on 16-byte packs of fp32");
+    }
+    if (end == begin) continue;
+    table.push_back({begin / 4, end / 4, tiles});
+    tiles += (end / 4 - begin / 4 + kTile4 - 1) / kTile4;
+  }
+  table.push_back({0, 0, tiles});
+  return table;
+}
+
+size_t grad_sumsq_ranges_slots(size_t tiles, size_t done) {
+  return std::min(tiles, size_t(kBlocks)) + (done + kDoneChunk - 1) / kDoneChunk;
+}
+
+void grad_sumsq_ranges(double* slots, const float* g, const SumsqRange* ranges, size_t tiles,
+                       const double* done_slots, size_t done, cudaStream_t stream) {
+  const size_t blocks = grad_sumsq_ranges_slots(tiles, done);
+  if (blocks == 0) return;
+  const unsigned tile_blocks = unsigned(std::min(tiles, size_t(kBlocks)));
+  grad_sumsq_ranges_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(
+      slots, reinterpret_cast<const float4*>(g), ranges, tiles, tile_blocks, done_slots, done);
+  RY_CUDA_LAUNCHED();
 }
 
 void clip_factor_on_device(float* scale, const double* sumsq, float clip, cudaStream_t stream) {

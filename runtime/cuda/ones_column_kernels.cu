@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cuda_check.hpp"
+#include "device_math.cuh"
 #include "dtype.hpp"
 #include "ones_column_kernels.hpp"
 
@@ -45,24 +46,42 @@ __global__ void split_ones_column_kernel(float* dw, float* db, const float* prod
 // too few bytes in flight for a 7-10 MB copy (7.9 us a launch in the H200 step, 2.1 TB/s).
 constexpr int kPackRows = 4, kPackThreads = 64;
 
+// With sumsq, each block's sum of squares of what it wrote: fp32 per thread and warp (the same
+// shuffle tree every call), the block's warps added in double in warp order by thread 0.
 __global__ void split_ones_column_packed_kernel(float* dw, float* db, const float* prod, int O,
-                                                int I, int ld, bool accumulate) {
+                                                int I, int ld, bool accumulate, double* sumsq) {
+  __shared__ float warp_sums[kPackRows * kPackThreads / 32];
   const int o = blockIdx.x * kPackRows + threadIdx.y;
-  if (o >= O) return;
-  const float4* src = reinterpret_cast<const float4*>(prod + size_t(o) * ld);
-  float4* dst = reinterpret_cast<float4*>(dw + size_t(o) * I);
+  float s = 0.0f;
+  if (o < O) {
+    const float4* src = reinterpret_cast<const float4*>(prod + size_t(o) * ld);
+    float4* dst = reinterpret_cast<float4*>(dw + size_t(o) * I);
 #pragma unroll 4
-  for (int c = threadIdx.x; c < I / 4; c += kPackThreads) {
-    float4 v = src[c];
-    if (accumulate) {
-      const float4 a = dst[c];
-      v = make_float4(a.x + v.x, a.y + v.y, a.z + v.z, a.w + v.w);
+    for (int c = threadIdx.x; c < I / 4; c += kPackThreads) {
+      float4 v = src[c];
+      if (accumulate) {
+        const float4 a = dst[c];
+        v = make_float4(a.x + v.x, a.y + v.y, a.z + v.z, a.w + v.w);
+      }
+      dst[c] = v;
+      s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
-    dst[c] = v;
+    if (threadIdx.x == 0) {
+      float b = prod[size_t(o) * ld + I];
+      if (accumulate) b += db[o];
+      db[o] = b;
+      s += b * b;
+    }
   }
-  if (threadIdx.x == 0) {
-    const float b = prod[size_t(o) * ld + I];
-    db[o] = accumulate ? db[o] + b : b;
+  if (sumsq == nullptr) return;  // the same for the whole grid
+  s = warp_sum(s);
+  const int thread = threadIdx.y * kPackThreads + threadIdx.x;
+  if (thread % 32 == 0) warp_sums[thread / 32] = s;
+  __syncthreads();
+  if (thread == 0) {
+    double total = 0.0;
+    for (float w : warp_sums) total += double(w);
+    sumsq[blockIdx.x] = total;
   }
 }
 
@@ -89,18 +108,29 @@ void set_ones_column(T* x, int N, int I, int ld, cudaStream_t stream) {
   RY_CUDA_LAUNCHED();
 }
 
+int split_sumsq_slots(int O) {
+  return (O + kPackRows - 1) / kPackRows;
+}
+
 void split_ones_column_product(float* dw, float* db, const float* prod, int O, int I, int ld,
-                               bool accumulate, cudaStream_t stream) {
+                               bool accumulate, cudaStream_t stream, double* sumsq) {
   check_shape("split_ones_column_product", O, I, ld);
   if (O > 65535) {
     throw std::invalid_argument("split_ones_column_product: " + std::to_string(O) +
                                 " output rows, more than one grid dimension holds (65535)");
   }
+  const bool packs = packs_fit(dw, prod, I, ld);
+  if (sumsq != nullptr && !packs) {
+    throw std::invalid_argument(
+        "split_ones_column_product: the sum of squares needs 16-byte packs (columns " +
+        std::to_string(I) + " and stride " + std::to_string(ld) +
+        " multiples of 4, dw and prod 16-byte aligned); leave it to the gradient norm's own pass");
+  }
   if (O == 0) return;
-  if (packs_fit(dw, prod, I, ld)) {
+  if (packs) {
     const dim3 block(kPackThreads, kPackRows);
-    split_ones_column_packed_kernel<<<(O + kPackRows - 1) / kPackRows, block, 0, stream>>>(
-        dw, db, prod, O, I, ld, accumulate);
+    split_ones_column_packed_kernel<<<split_sumsq_slots(O), block, 0, stream>>>(
+        dw, db, prod, O, I, ld, accumulate, sumsq);
   } else {
     const dim3 grid((I + 1 + kThreads - 1) / kThreads, O);
     split_ones_column_kernel<<<grid, kThreads, 0, stream>>>(dw, db, prod, I, ld, accumulate);

@@ -32,7 +32,14 @@ void set_ones_column(T* x, int N, int I, int ld, cudaStream_t stream);
 
 // prod [O, ld] (fp32, the product dY^T X') split into dw [O, I] and db [O] (fp32): written, or
 // added to with accumulate (micro-steps after the first). Elementwise: no sums of its own.
+// With sumsq: also the sum of squares of the values written (the gradient norm's share of dw
+// and db, issue 12), per block of rows into sumsq[0, split_sumsq_slots(O)), each slot written
+// every call, in a fixed order (fp32 per thread and warp, the warps' sums in double); needs
+// 16-byte packs (I and ld multiples of 4, dw and prod 16-byte aligned), else throws
+// std::invalid_argument.
 void split_ones_column_product(float* dw, float* db, const float* prod, int O, int I, int ld,
-                               bool accumulate, cudaStream_t stream);
+                               bool accumulate, cudaStream_t stream, double* sumsq = nullptr);
+// The slots split_ones_column_product fills for O rows with sumsq.
+int split_sumsq_slots(int O);
 
 }  // namespace railyard::cuda

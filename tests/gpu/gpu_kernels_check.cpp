@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "adamw_kernels.hpp"
@@ -792,6 +793,89 @@ void check_grad_norm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.same_bits("fp32 grad sumsq, twice", full_norm(out, slots, g.ptr() + skew, n, blocks, s), first);
 }
 
+// A flat gradient buffer as check_norm_from_splits lays it out: split-written layers of I
+// columns and `rows` rows (dw, padding, db), the rest (a partial tile first, small gaps, then
+// more tiles than blocks) read by the norm's own pass.
+struct SplitBuffer {
+  std::vector<size_t> dw_at, db_at;
+  std::vector<std::pair<size_t, size_t>> rest;
+  size_t n = 0, slots = 0;
+};
+
+SplitBuffer split_buffer(int I, const std::vector<int>& rows) {
+  SplitBuffer b;
+  size_t at = 1000;
+  b.rest.push_back({0, at});
+  for (int O : rows) {
+    b.dw_at.push_back(at);
+    b.db_at.push_back(at + size_t(O) * I + 8);
+    b.rest.push_back({at + size_t(O) * I, b.db_at.back()});
+    at = b.db_at.back() + O;
+    b.rest.push_back({at, at + 40});
+    at += 40;
+    b.slots += size_t(cuda::split_sumsq_slots(O));
+  }
+  b.n = at + 5000000;
+  b.rest.back().second = b.n;
+  return b;
+}
+
+// The gradient norm as the engine takes it with kNormFromSplits (cuda_engine.cpp): three layers
+// of GPT-2's qkv and fc shapes, the splits' sums of squares in their slots, the rest read by
+// grad_sumsq_ranges, which also adds the slots (two chunks). = and += (acc), against float64
+// over the whole buffer as the splits left it; the same bits twice, and with the splits in a
+// CUDA graph.
+void check_norm_from_splits(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  constexpr int I = 768, ld = cuda::ones_column_ld(I);
+  const std::vector<int> rows = {3 * I, 4 * I, 4 * I};
+  const SplitBuffer b = split_buffer(I, rows);
+  const size_t n = b.n, slots = b.slots;
+  const auto table = cuda::sumsq_range_table(b.rest);
+  const size_t tiles = table.back().first_tile;
+  DevArray<float> g(n), prod(size_t(rows[1]) * ld);
+  DevArray<double> done(slots), out(1), norm_slots(cuda::grad_sumsq_ranges_slots(tiles, slots));
+  DevArray<double> full_slots(cuda::grad_sumsq_slots(n, cuda::grad_sumsq_full_blocks()));
+  cuda::DeviceBuffer ranges(table.size() * sizeof(cuda::SumsqRange));
+  RY_CUDA(cudaMemcpy(ranges.as<void>(), table.data(), table.size() * sizeof(cuda::SumsqRange),
+                     cudaMemcpyHostToDevice));
+  const std::vector<float> g0 = random_vec(rng, n), p0 = random_vec(rng, prod.n);
+  prod.upload(p0);
+  auto splits = [&](bool acc, cudaStream_t st) {
+    double* slot = done.ptr();
+    for (size_t k = 0; k < rows.size(); ++k) {
+      cuda::split_ones_column_product(g.ptr() + b.dw_at[k], g.ptr() + b.db_at[k], prod.ptr(),
+                                      rows[k], I, ld, acc, st, slot);
+      slot += cuda::split_sumsq_slots(rows[k]);
+    }
+  };
+  auto norm = [&](bool acc, bool graph) {
+    g.upload(g0);
+    done.poison();
+    norm_slots.poison();
+    out.poison();
+    if (graph) {
+      run_in_graph([&](cudaStream_t st) { splits(acc, st); });
+    } else {
+      splits(acc, s);
+    }
+    cuda::grad_sumsq_ranges(norm_slots.ptr(), g.ptr(), ranges.as<cuda::SumsqRange>(), tiles,
+                            done.ptr(), slots, s);
+    cuda::sum_slots(out.ptr(), norm_slots.ptr(), norm_slots.n, s);
+    return out.download();
+  };
+  for (bool acc : {false, true}) {
+    const std::string t = std::string("grad sumsq from splits") + (acc ? " (+=)" : " (=)");
+    const auto first = norm(acc, false);
+    double ref = 0;
+    for (double v : g.download()) ref += v * v;
+    r.check(t, first, {ref}, 1e-6);
+    r.check(t + ", the full pass",
+            full_norm(out, full_slots, g.ptr(), n, cuda::grad_sumsq_full_blocks(), s), {ref}, 1e-6);
+    r.same_bits(t + ", twice", norm(acc, false), first);
+    r.same_bits(t + ", splits in a graph", norm(acc, true), first);
+  }
+}
+
 // A pin set from its configuration alone (cublasLtMatmulAlgoInit and the configuration's fields,
 // as the engine sets a pin the heuristic does not offer, e.g. one the survey enumerated) must be
 // the pin and give the bits of the algorithm the engine runs for it.
@@ -1020,6 +1104,7 @@ int main() {
     check_all<float>(r, rng, mm, s);
     check_all<cuda::bf16>(r, rng, mm, s);
     check_grad_norm(r, rng, s);
+    check_norm_from_splits(r, rng, s);
     check_split_ones_column(r, rng, s, 2304, 768, 0);
     check_split_ones_column(r, rng, s, 7, 33, 0);
     check_split_ones_column(r, rng, s, 5, 768, 1);
