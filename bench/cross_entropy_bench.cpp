@@ -1,15 +1,13 @@
 // The LM head's loss kernel alone (runtime/cuda/cross_entropy_kernels.cu, bench/NOTES.md issue
 // 12): cross_entropy_forward_backward with the gradient on one chunk of the head's logits, GPT-2's
-// (4096 rows of 50304 bf16 columns, 50257 real), timed with cudaEvents, once per way of reading
-// the rows (CrossEntropyStaged; `staged` is the engine's kernel before the variants). Prints for
-// each the median and minimum microseconds and the device-memory rate of one read and one write
-// of the logits; whether it gives the same bits twice; its errors against float64 on a sample of
-// rows; and its largest differences from `staged` (gradient, loss).
+// (4096 rows of 50304 bf16 columns, 50257 real), timed with cudaEvents. Prints the median and
+// minimum microseconds and the device-memory rate of one read and one write of the logits; whether
+// the kernel gives the same bits twice; and its errors against float64 on a sample of rows.
 //
 //   cross_entropy_bench [--warmup 5] [--reps 30] [--json FILE]
 //
 // Each timed call starts from the same logits (copied back in, outside the timed span). Exits 1
-// where a variant does not repeat its bits.
+// where the engine's kernel does not repeat its bits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -122,77 +120,18 @@ std::pair<double, double> float64_error(const Inputs& in, const Run& r) {
   return {g, l};
 }
 
-// Largest |a - b| over two runs' gradients and losses: (gradient, loss).
-std::pair<double, double> max_diff(const Run& a, const Run& b) {
-  double g = 0, l = 0;
-  for (size_t i = 0; i < a.grad.size() && i < b.grad.size(); ++i) {
-    g = std::max(g, std::fabs(double(float(a.grad[i])) - double(float(b.grad[i]))));
-  }
-  for (size_t i = 0; i < a.loss.size() && i < b.loss.size(); ++i) {
-    l = std::max(l, std::fabs(double(a.loss[i]) - double(b.loss[i])));
-  }
-  return {g, l};
-}
-
-bool same_bits(const Run& a, const Run& b) {
-  return a.grad.size() == b.grad.size() && a.loss.size() == b.loss.size() &&
-         std::memcmp(a.grad.data(), b.grad.data(), a.grad.size() * sizeof(bf16)) == 0 &&
-         std::memcmp(a.loss.data(), b.loss.data(), a.loss.size() * sizeof(float)) == 0;
-}
-
-json line(const std::string& who, const Run& r, const Inputs& in, bool same,
-          std::pair<double, double> vs_before) {
+json line(const char* who, const Run& r, const Inputs& in, const char* same) {
   const double median = r.us[r.us.size() / 2], rate = 2.0 * double(in.bytes) / (median * 1e-6);
   const auto e = float64_error(in, r);
-  std::printf("%-52s %9.1f %9.1f %7.2f %10.2e %10.2e %5s %10.2e %10.2e\n", who.c_str(), median,
-              r.us.front(), rate / 1e12, e.first, e.second, same ? "yes" : "NO", vs_before.first,
-              vs_before.second);
-  return {{"kernel", who},
-          {"median_us", median},
-          {"min_us", r.us.front()},
-          {"tb_per_s", rate / 1e12},
-          {"grad_err_f64", e.first},
-          {"loss_err_f64", e.second},
-          {"same_bits", same},
-          {"grad_max_diff_vs_staged", vs_before.first},
-          {"loss_max_diff_vs_staged", vs_before.second}};
-}
-
-// "before: staged (2 x 512 per SM, cp.async) ENGINE", "cluster of 2 (...)", ...; "(ran the
-// staged path)" where the variant cannot run here.
-std::string label(railyard::cuda::CrossEntropyStaged how) {
-  namespace cu = railyard::cuda;
-  const bool before = how == cu::CrossEntropyStaged::kStaged;
-  return (before ? "before: " : "") + std::string(cu::cross_entropy_variant_name(how)) +
-         (cu::cross_entropy_variant_runs<bf16>(kPadded, how) ? "" : " (ran the staged path)") +
-         (how == cu::kCrossEntropyStaged ? " ENGINE" : "");
-}
-
-// One variant: timed, run once more for the bits, compared with `before` (itself where null).
-json run_variant(Inputs& in, railyard::cuda::CrossEntropyStaged how, const Run* before,
-                 const railyard::bench::TimingOptions& o, Run& kept, bool& all_same) {
-  const Kernel k = [how](bf16* x, float* l, const int32_t* t) {
-    railyard::cuda::cross_entropy_forward_backward(x, l, t, kRows, kVocab, kPadded, kDscale, true,
-                                                   nullptr, how);
-  };
-  Run now = time_kernel(in, k, o);
-  railyard::bench::TimingOptions once = o;
-  once.warmup = 0;
-  once.reps = 1;
-  const bool same = same_bits(time_kernel(in, k, once), now);
-  all_same = all_same && same;
-  const auto vs_before = before != nullptr ? max_diff(now, *before) : std::pair<double, double>{};
-  json j = line(label(how), now, in, same, vs_before);
-  j["variant"] = railyard::cuda::cross_entropy_variant_name(how);
-  j["engine"] = how == railyard::cuda::kCrossEntropyStaged;
-  kept = std::move(now);
-  return j;
+  std::printf("%-46s %9.1f %9.1f %7.2f %10.2e %10.2e %5s\n", who, median, r.us.front(), rate / 1e12,
+              e.first, e.second, same);
+  return {{"kernel", who},           {"median_us", median},     {"min_us", r.us.front()},
+          {"tb_per_s", rate / 1e12}, {"grad_err_f64", e.first}, {"loss_err_f64", e.second}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  using railyard::cuda::CrossEntropyStaged;
   const railyard::bench::TimingOptions o = railyard::bench::parse_timing(argc, argv, kUsage);
   Inputs in{std::vector<bf16>(size_t(kRows) * kPadded),
             std::vector<int32_t>(kRows),
@@ -205,35 +144,37 @@ int main(int argc, char** argv) try {
   RY_CUDA(cudaMemcpy(in.pristine.as<bf16>(), in.host.data(), in.bytes, cudaMemcpyHostToDevice));
   RY_CUDA(cudaMemcpy(in.dtargets.as<int32_t>(), in.targets.data(), kRows * sizeof(int32_t),
                      cudaMemcpyHostToDevice));
+  const Kernel engine = [](bf16* x, float* l, const int32_t* t) {
+    railyard::cuda::cross_entropy_forward_backward(x, l, t, kRows, kVocab, kPadded, kDscale, true,
+                                                   nullptr);
+  };
+  const Run now = time_kernel(in, engine, o);
+  railyard::bench::TimingOptions once = o;
+  once.warmup = 0;
+  once.reps = 1;
+  const Run again = time_kernel(in, engine, once);
+  const bool same = again.grad.size() == now.grad.size() &&
+                    std::memcmp(again.grad.data(), now.grad.data(), in.bytes) == 0 &&
+                    std::memcmp(again.loss.data(), now.loss.data(), kRows * sizeof(float)) == 0;
+  const int rows = railyard::cuda::cross_entropy_staged_rows<bf16>(kPadded);
   std::printf("cross_entropy_bench: %d x %d (%d real) bf16, gradient in place, dscale 1/%d\n",
               kRows, kPadded, kVocab, kRows);
-  std::printf("%-52s %9s %9s %7s %10s %10s %5s %10s %10s\n", "kernel", "median us", "min us",
-              "TB/s", "grad f64", "loss f64", "same", "grad-stg", "loss-stg");
-  bool all_same = true;
-  Run before, other;
-  json runs = json::array();
-  runs.push_back(run_variant(in, CrossEntropyStaged::kStaged, nullptr, o, before, all_same));
-  for (CrossEntropyStaged how : {CrossEntropyStaged::kCluster2, CrossEntropyStaged::kCluster4,
-                                 CrossEntropyStaged::kL2Pair, CrossEntropyStaged::kL2Wide}) {
-    runs.push_back(run_variant(in, how, &before, o, other, all_same));
-  }
-  json out{
-      {"rows", kRows},
-      {"vocab", kVocab},
-      {"padded", kPadded},
-      {"warmup", o.warmup},
-      {"reps", o.reps},
-      {"same_bits", all_same},
-      {"engine", railyard::cuda::cross_entropy_variant_name(railyard::cuda::kCrossEntropyStaged)},
-      {"engine_staged_rows", railyard::cuda::cross_entropy_staged_rows<bf16>(kPadded)},
-      {"runs", runs}};
+  std::printf("%-46s %9s %9s %7s %10s %10s %5s\n", "kernel", "median us", "min us", "TB/s",
+              "grad f64", "loss f64", "same");
+  json out{{"rows", kRows},  {"vocab", kVocab},   {"padded", kPadded},         {"warmup", o.warmup},
+           {"reps", o.reps}, {"same_bits", same}, {"engine_staged_rows", rows}};
+  const std::string who =
+      rows > 0 ? "engine (" + std::to_string(rows) + " blocks x 512 per SM, cp.async)"
+               : std::string("engine (read twice)");
+  out["runs"] = {line(who.c_str(), now, in, same ? "yes" : "NO")};
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << out.dump(2) << "\n";
     if (!f) throw std::runtime_error("cannot write " + o.json + ": check the directory");
   }
-  if (!all_same) {
-    std::fprintf(stderr, "cross_entropy_bench: a variant gave other bits the second time\n");
+  if (!same) {
+    std::fprintf(stderr,
+                 "cross_entropy_bench: the engine's kernel gave other bits the second time\n");
     return 1;
   }
   return 0;

@@ -55,14 +55,6 @@ __device__ __forceinline__ unsigned long long evict_first_policy() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
-// An L2 policy that marks lines evict-last (data read again soon), for loads that L2 must keep
-// until their second read; that read (or a store to the lines) with evict_first_policy marks them
-// for eviction again.
-__device__ __forceinline__ unsigned long long evict_last_policy() {
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
 // copy_async16 with an L2 policy for the source's lines.
 __device__ __forceinline__ void copy_async16_hinted(void* dst, const void* src,
                                                     unsigned long long policy) {

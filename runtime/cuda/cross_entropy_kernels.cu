@@ -9,7 +9,6 @@
 #include "async_copy.cuh"
 #include "cross_entropy_kernels.hpp"
 #include "cross_entropy_row.cuh"
-#include "cross_entropy_variants.hpp"
 #include "cuda_check.hpp"
 #include "dtype.hpp"
 
@@ -37,6 +36,18 @@ __global__ void __launch_bounds__(kThreads)
   if (!write_grad) return;
   for (int j0 = threadIdx.x * kN; j0 < Vp; j0 += blockDim.x * kN) {
     store_pack(x + j0, gradient(load_pack(x + j0), j0, V, tgt, r.x, r.y * dscale, dscale));
+  }
+}
+
+// Starts the copy of a row into shared memory: pack q = threadIdx.x + r * blockDim.x is copied
+// by this thread in copy group r, one group per round (empty where q >= packs), so every thread
+// has `rounds` groups in flight afterwards.
+template <typename T>
+__device__ __forceinline__ void stage_row(Pack<T>* row, const T* x, int packs, int rounds) {
+  for (int r = 0; r < rounds; ++r) {
+    const int q = threadIdx.x + r * blockDim.x;
+    if (q < packs) copy_async16(row + q, x + q * Pack<T>::kN);
+    commit_async();
   }
 }
 
@@ -132,63 +143,9 @@ int cross_entropy_staged_rows(int Vp) {
   return staged_launch<T>(size_t(Vp) * sizeof(T)).blocks_per_sm;
 }
 
-const char* cross_entropy_variant_name(CrossEntropyStaged how) {
-  switch (how) {
-    case CrossEntropyStaged::kStaged:
-      return "staged (2 x 512 per SM, cp.async)";
-    case CrossEntropyStaged::kCluster2:
-      return "cluster of 2 (4 x 256 per SM, half rows)";
-    case CrossEntropyStaged::kCluster4:
-      return "cluster of 4 (8 x 128 per SM, quarter rows)";
-    case CrossEntropyStaged::kL2Pair:
-      return "L2 re-read (2 x 512 per SM)";
-    case CrossEntropyStaged::kL2Wide:
-      return "L2 re-read (1 x 1024 per SM)";
-  }
-  return "unknown";
-}
-
-template <typename T>
-bool cross_entropy_variant_runs(int Vp, CrossEntropyStaged how) {
-  switch (how) {
-    case CrossEntropyStaged::kCluster2:
-      return cross_entropy_cluster_grid<T>(2, Vp) > 0;
-    case CrossEntropyStaged::kCluster4:
-      return cross_entropy_cluster_grid<T>(4, Vp) > 0;
-    default:
-      return true;
-  }
-}
-
-namespace {
-
-// Runs variant `how` with the gradient; false where it is kStaged or cannot run (then the
-// staged kernel's path runs).
-template <typename T>
-bool run_variant(CrossEntropyStaged how, T* logits, float* losses, const int32_t* targets, int N,
-                 int V, int Vp, float dscale, cudaStream_t stream) {
-  switch (how) {
-    case CrossEntropyStaged::kCluster2:
-      return cross_entropy_cluster(2, logits, losses, targets, N, V, Vp, dscale, stream);
-    case CrossEntropyStaged::kCluster4:
-      return cross_entropy_cluster(4, logits, losses, targets, N, V, Vp, dscale, stream);
-    case CrossEntropyStaged::kL2Pair:
-      cross_entropy_l2(512, logits, losses, targets, N, V, Vp, dscale, stream);
-      return true;
-    case CrossEntropyStaged::kL2Wide:
-      cross_entropy_l2(1024, logits, losses, targets, N, V, Vp, dscale, stream);
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 template <typename T>
 void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* targets, int N, int V,
-                                    int Vp, float dscale, bool write_grad, cudaStream_t stream,
-                                    CrossEntropyStaged how) {
+                                    int Vp, float dscale, bool write_grad, cudaStream_t stream) {
   if (Vp % Pack<T>::kN != 0 || reinterpret_cast<uintptr_t>(logits) % 16 != 0) {
     throw std::invalid_argument("cross-entropy: logits rows of " + std::to_string(Vp) +
                                 " columns at " +
@@ -198,7 +155,6 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
                                 std::to_string(Pack<T>::kN) + " and align the buffer");
   }
   if (N <= 0) return;
-  if (write_grad && run_variant(how, logits, losses, targets, N, V, Vp, dscale, stream)) return;
   const size_t row_bytes = size_t(Vp) * sizeof(T);
   // Without the gradient the plain kernel reads each row once already.
   const StagedLaunch l = write_grad ? staged_launch<T>(row_bytes) : StagedLaunch{};
@@ -215,11 +171,9 @@ void cross_entropy_forward_backward(T* logits, float* losses, const int32_t* tar
 
 template int cross_entropy_staged_rows<float>(int);
 template int cross_entropy_staged_rows<bf16>(int);
-template bool cross_entropy_variant_runs<float>(int, CrossEntropyStaged);
-template bool cross_entropy_variant_runs<bf16>(int, CrossEntropyStaged);
 template void cross_entropy_forward_backward<float>(float*, float*, const int32_t*, int, int, int,
-                                                    float, bool, cudaStream_t, CrossEntropyStaged);
+                                                    float, bool, cudaStream_t);
 template void cross_entropy_forward_backward<bf16>(bf16*, float*, const int32_t*, int, int, int,
-                                                   float, bool, cudaStream_t, CrossEntropyStaged);
+                                                   float, bool, cudaStream_t);
 
 }  // namespace railyard::cuda

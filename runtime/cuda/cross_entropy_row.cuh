@@ -1,12 +1,12 @@
 #pragma once
-// One softmax cross-entropy row, piece by piece, shared by the loss kernels (cross_entropy_*.cu):
-// the online (max, sum of exponentials) over 16-byte packs, the block's fixed-order combination of
-// the threads' pairs into the row's loss, the gradient of a pack, and the staging of a row in
-// shared memory. Every sum runs in an order fixed by the block's shape: the same bits run to run.
+// One softmax cross-entropy row, piece by piece, shared by cross_entropy_kernels.cu's two loss
+// kernels (rows staged and rows read twice): the online (max, sum of exponentials) over 16-byte
+// packs, the block's fixed-order combination of the threads' pairs into the row's loss, and the
+// gradient of a pack. Every sum runs in an order fixed by the block's shape: the same bits run to
+// run.
 
 #include <cmath>
 
-#include "async_copy.cuh"
 #include "device_math.cuh"
 #include "dtype.hpp"
 
@@ -109,7 +109,10 @@ __device__ __forceinline__ Pack<T> gradient(Pack<T> p, int j0, int V, int tgt, f
   return to_pack<T>(g);
 }
 
-// A warp's pairs combined in a fixed shuffle tree: every lane ends with the warp's pair.
+// The row's (max, sum) from every thread's pair; thread 0 writes the row's loss (target_logit is
+// needed in thread 0 only). Returns (max log2 e, 1/sum). Both levels combine in a fixed shuffle
+// tree (the warps' pairs in warp 0: no serial loop over 32 warps in one thread). The shared slots
+// are reused row after row: each is written before one barrier and read before the next.
 __device__ __forceinline__ void warp_combine(float& m, float& s) {
   for (int o = 16; o > 0; o >>= 1) {
     float m2 = __shfl_xor_sync(0xffffffffu, m, o);
@@ -117,13 +120,10 @@ __device__ __forceinline__ void warp_combine(float& m, float& s) {
     combine(m, s, m2, s2);
   }
 }
-
-// The block's pair from every thread's, in warp 0 (the other warps keep their warp's pair): the
-// warps' pairs meet in warp 0 in a second shuffle tree (no serial loop over 32 warps in one
-// thread). One barrier; the shared slots are reused row after row: each is written before that
-// barrier and read after it, and the caller has a barrier of its own before the next row's.
-__device__ __forceinline__ void block_pair(float& m, float& s) {
+__device__ __forceinline__ float2 finish_row(float m, float s, float* loss, float target_logit,
+                                             int tgt) {
   __shared__ float sm[32], ss[32];
+  __shared__ float row_max, row_sum;
   warp_combine(m, s);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0) {
@@ -133,37 +133,16 @@ __device__ __forceinline__ void block_pair(float& m, float& s) {
   __syncthreads();
   if (warp == 0) {
     const bool has = lane < int(blockDim.x / 32);
-    m = has ? sm[lane] : -INFINITY;
-    s = has ? ss[lane] : 0.0f;
-    warp_combine(m, s);
-  }
-}
-
-// The row's (max, sum) from every thread's pair; thread 0 writes the row's loss (target_logit is
-// needed in thread 0 only). Returns (max log2 e, 1/sum).
-__device__ __forceinline__ float2 finish_row(float m, float s, float* loss, float target_logit,
-                                             int tgt) {
-  __shared__ float row_max, row_sum;
-  block_pair(m, s);
-  if (threadIdx.x == 0) {
-    row_max = m;
-    row_sum = s;
-    *loss = tgt < 0 ? 0.0f : logf(s) + m - target_logit;
+    float M = has ? sm[lane] : -INFINITY, S = has ? ss[lane] : 0.0f;
+    warp_combine(M, S);
+    if (lane == 0) {
+      row_max = M;
+      row_sum = S;
+      *loss = tgt < 0 ? 0.0f : logf(S) + M - target_logit;
+    }
   }
   __syncthreads();
   return make_float2(row_max * kLog2e, 1.0f / row_sum);
-}
-
-// Starts the copy of a row (or a block's slice of one) into shared memory: pack q = threadIdx.x +
-// r * blockDim.x is copied by this thread in copy group r, one group per round (empty where q >=
-// packs), so every thread has `rounds` groups in flight afterwards.
-template <typename T>
-__device__ __forceinline__ void stage_row(Pack<T>* row, const T* x, int packs, int rounds) {
-  for (int r = 0; r < rounds; ++r) {
-    const int q = threadIdx.x + r * blockDim.x;
-    if (q < packs) copy_async16(row + q, x + q * Pack<T>::kN);
-    commit_async();
-  }
 }
 
 }  // namespace railyard::cuda

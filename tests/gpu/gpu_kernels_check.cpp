@@ -665,19 +665,13 @@ void check_cudnn_attention_pinned(Report& r, std::mt19937_64& rng, cudaStream_t 
 // per multiprocessor as fit; blocks take several rows when N is above the grid), read twice where
 // it does not; the label says which path ran. Run twice for the same bits, then without the
 // gradient (losses only, logits left as they are).
-// `how`: the way rows are read with the gradient (the engine's unless a variant is asked for; the
-// label names a variant and says where it fell back to the staged path).
 template <typename T>
-void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N, int V, int Vp,
-                         cuda::CrossEntropyStaged how = cuda::kCrossEntropyStaged) {
+void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N, int V, int Vp) {
   const int staged = cuda::cross_entropy_staged_rows<T>(Vp);
-  const bool variant =
-      how != cuda::CrossEntropyStaged::kStaged && cuda::cross_entropy_variant_runs<T>(Vp, how);
   std::string t = type_name<T>() + std::string(" V ") + std::to_string(V) + " N " +
                   std::to_string(N) +
-                  (variant      ? " " + std::string(cuda::cross_entropy_variant_name(how))
-                   : staged > 0 ? " staged, " + std::to_string(staged) + " block(s) per SM"
-                                : std::string(" read twice"));
+                  (staged > 0 ? " staged, " + std::to_string(staged) + " block(s) per SM"
+                              : std::string(" read twice"));
   std::vector<int32_t> tgt(N);
   std::uniform_int_distribution<int> pick(0, V - 1);
   for (int i = 0; i < N; ++i) tgt[i] = i % 17 == 5 ? -1 : pick(rng);  // some ignored positions
@@ -692,7 +686,7 @@ void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N,
   losses.poison();
   const float dscale = 0.37f;
   cuda::cross_entropy_forward_backward(logits.ptr(), losses.ptr(), dtgt.as<int32_t>(), N, V, Vp,
-                                       dscale, true, s, how);
+                                       dscale, true, s);
   std::vector<double> rloss(N), probs(logits.n), dl(N, dscale), rd(logits.n);
   cpu::softmax_crossentropy_forward<double>(rloss.data(), probs.data(), hl.data(), tgt.data(), N, V,
                                             Vp);
@@ -705,13 +699,13 @@ void check_cross_entropy(Report& r, std::mt19937_64& rng, cudaStream_t s, int N,
   logits.upload(input);
   losses.poison();
   cuda::cross_entropy_forward_backward(logits.ptr(), losses.ptr(), dtgt.as<int32_t>(), N, V, Vp,
-                                       dscale, true, s, how);
+                                       dscale, true, s);
   r.same_bits(t + " cross-entropy losses, twice", losses.download(), first_loss);
   r.same_bits(t + " cross-entropy dlogits, twice", logits.download(), first_grad);
   logits.upload(input);
   losses.poison();
   cuda::cross_entropy_forward_backward(logits.ptr(), losses.ptr(), dtgt.as<int32_t>(), N, V, Vp,
-                                       dscale, false, s, how);
+                                       dscale, false, s);
   r.check(t + " cross-entropy losses only", losses.download(), rloss, 1e-5);
   r.same_bits(t + " cross-entropy losses only, logits kept", logits.download(), hl);
 }
@@ -1075,17 +1069,6 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_cross_entropy<T>(r, rng, s, 5, 50257, 50304);
   check_cross_entropy<T>(r, rng, s, 300, 80001, 80008);
   check_cross_entropy<T>(r, rng, s, 24, 120001, 120008);
-  // The other ways of reading the rows (cross_entropy_bench's variants): several rows per cluster
-  // or block (600), fewer rows than the grid (5), rows whose slices or re-reads are longer (80001).
-  for (cuda::CrossEntropyStaged how :
-       {cuda::CrossEntropyStaged::kStaged, cuda::CrossEntropyStaged::kCluster2,
-        cuda::CrossEntropyStaged::kCluster4, cuda::CrossEntropyStaged::kL2Pair,
-        cuda::CrossEntropyStaged::kL2Wide}) {
-    if (how == cuda::kCrossEntropyStaged) continue;
-    check_cross_entropy<T>(r, rng, s, 600, 50257, 50304, how);
-    check_cross_entropy<T>(r, rng, s, 5, 50257, 50304, how);
-    check_cross_entropy<T>(r, rng, s, 300, 80001, 80008, how);
-  }
   check_adamw<T>(r, rng, s);
   check_ones_column_product<T>(r, rng, mm, s);
 }
