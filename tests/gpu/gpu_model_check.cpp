@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -243,7 +244,13 @@ int main() {
     Communicator& comm = Communicator::world();
     GptConfig cfg = small_config();
     const uint64_t seed = 1234;
-    auto data = make_batches(std::random_device{}(), cfg.vocab);
+    // Fresh data every run, from a seed printed so that a failure can be run again
+    // (RAILYARD_CHECK_SEED=<seed> picks it).
+    const char* fixed = std::getenv("RAILYARD_CHECK_SEED");
+    const uint64_t data_seed =
+        fixed != nullptr ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+    std::printf("gpu_model_check: data seed %llu\n", static_cast<unsigned long long>(data_seed));
+    auto data = make_batches(data_seed, cfg.vocab);
     gpu_check::Report r;
 
     auto cpu = make_engine(cfg, options("cpu", "fp32"), comm, seed);
