@@ -236,6 +236,16 @@ void print_losses(const char* what, const std::vector<double>& l) {
   std::printf("\n");
 }
 
+// Fresh data every run, from a seed printed so that a failure can be run again
+// (RAILYARD_CHECK_SEED=<seed> picks it).
+uint64_t data_seed() {
+  const char* fixed = std::getenv("RAILYARD_CHECK_SEED");
+  const uint64_t seed =
+      fixed != nullptr ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+  std::printf("gpu_model_check: data seed %llu\n", static_cast<unsigned long long>(seed));
+  return seed;
+}
+
 }  // namespace
 
 int main() {
@@ -244,13 +254,7 @@ int main() {
     Communicator& comm = Communicator::world();
     GptConfig cfg = small_config();
     const uint64_t seed = 1234;
-    // Fresh data every run, from a seed printed so that a failure can be run again
-    // (RAILYARD_CHECK_SEED=<seed> picks it).
-    const char* fixed = std::getenv("RAILYARD_CHECK_SEED");
-    const uint64_t data_seed =
-        fixed != nullptr ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
-    std::printf("gpu_model_check: data seed %llu\n", static_cast<unsigned long long>(data_seed));
-    auto data = make_batches(data_seed, cfg.vocab);
+    auto data = make_batches(data_seed(), cfg.vocab);
     gpu_check::Report r;
 
     auto cpu = make_engine(cfg, options("cpu", "fp32"), comm, seed);
