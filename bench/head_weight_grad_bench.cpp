@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_args.hpp"
@@ -90,20 +91,30 @@ struct Operands {
   }
 };
 
-// Largest |dW - float64| over the sampled rows, relative to the largest |float64| value there.
-double f64_error(const Operands& op, const std::vector<float>& dw, bool accumulate) {
-  double worst = 0, largest = 0;
-  std::vector<double> ref(kDim);
+// dY^T X in float64 on the sampled rows of dW (row v of dW at (v / kSampleEvery) * kDim):
+// computed once, shared by every variant.
+std::vector<double> reference_rows(const Operands& op) {
+  std::vector<double> ref;
   for (int v = 0; v < kVocab; v += kSampleEvery) {
-    std::fill(ref.begin(), ref.end(), 0.0);
+    std::vector<double> row(kDim, 0.0);
     for (int n = 0; n < kRows; ++n) {
       const double g = op.dy[size_t(n) * kVocab + v];
       const float* xr = &op.x[size_t(n) * kDim];
-      for (int c = 0; c < kDim; ++c) ref[c] += g * xr[c];
+      for (int c = 0; c < kDim; ++c) row[c] += g * xr[c];
     }
+    ref.insert(ref.end(), row.begin(), row.end());
+  }
+  return ref;
+}
+
+// Largest |dW - float64| over the sampled rows, relative to the largest |float64| value there.
+double f64_error(const Operands& op, const std::vector<double>& ref, const std::vector<float>& dw,
+                 bool accumulate) {
+  double worst = 0, largest = 0;
+  for (int v = 0, j = 0; v < kVocab; v += kSampleEvery, ++j) {
     for (int c = 0; c < kDim; ++c) {
       const size_t i = size_t(v) * kDim + c;
-      const double r = ref[c] + (accumulate ? op.init[i] : 0.0);
+      const double r = ref[size_t(j) * kDim + c] + (accumulate ? op.init[i] : 0.0);
       worst = std::max(worst, std::fabs(double(dw[i]) - r));
       largest = std::max(largest, std::fabs(r));
     }
@@ -117,6 +128,9 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
+// The CUTLASS kernel of each tile, built once for both "=" and "+=".
+using Kernels = std::vector<std::pair<Cutlass::Tile, std::unique_ptr<Cutlass>>>;
+
 struct Variant {
   std::string name;
   bool accumulate;
@@ -129,8 +143,9 @@ struct Row {
   bool same = false;
 };
 
-Row measure(const Operands& op, const Variant& v, const std::vector<float>* cublas,
-            const railyard::bench::TimingOptions& o, cudaStream_t s) {
+Row measure(const Operands& op, const std::vector<double>& ref, const Variant& v,
+            const std::vector<float>* cublas, const railyard::bench::TimingOptions& o,
+            cudaStream_t s) {
   Row r;
   auto call = [&](cudaStream_t st) {
     if (v.accumulate) op.reset(st);
@@ -140,7 +155,7 @@ Row measure(const Operands& op, const Variant& v, const std::vector<float>* cubl
   const std::vector<float> first = op.result();
   call(s);
   r.same = op.result() == first;
-  r.err = f64_error(op, first, v.accumulate);
+  r.err = f64_error(op, ref, first, v.accumulate);
   r.vs_cublas = cublas ? max_diff(first, *cublas) : 0.0;
   // The reset copy stays outside the timed span: it runs before each timed call's events.
   for (int i = 0; i < o.warmup; ++i) call(s);
@@ -161,21 +176,22 @@ Row measure(const Operands& op, const Variant& v, const std::vector<float>* cubl
   return r;
 }
 
-std::vector<Variant> variants(const Operands& op, railyard::cuda::Matmul& mm,
-                              std::vector<std::unique_ptr<Cutlass>>& keep) {
+std::vector<Variant> variants(const Operands& op, railyard::cuda::Matmul& mm, Kernels& keep) {
   std::vector<Variant> out;
   float* dw = op.dw.as<float>();
   const bf16* dy = op.d_dy.as<bf16>();
   const bf16* x = op.d_x.as<bf16>();
+  for (Cutlass::Tile t : {Cutlass::Tile::kPingpong128x128, Cutlass::Tile::kCooperative256x128,
+                          Cutlass::Tile::kCooperative128x256}) {
+    keep.push_back({t, std::make_unique<Cutlass>(t)});
+  }
   for (bool acc : {false, true}) {
     out.push_back({std::string("cublaslt (engine's call) ") + (acc ? "+=" : "="), acc,
                    [&mm, dw, dy, x, acc](cudaStream_t s) {
                      mm.linear_backward_weight(dw, dy, x, kRows, kDim, kVocab, CUDA_R_16BF, acc, s);
                    }});
-    for (Cutlass::Tile t : {Cutlass::Tile::kPingpong128x128, Cutlass::Tile::kCooperative256x128,
-                            Cutlass::Tile::kCooperative128x256}) {
-      if (!acc) keep.push_back(std::make_unique<Cutlass>(t));
-      Cutlass* k = keep[size_t(t)].get();
+    for (const auto& [t, kernel] : keep) {
+      Cutlass* k = kernel.get();
       const std::string engine = t == Cutlass::kEngineTile ? " (engine)" : "";
       out.push_back({std::string(Cutlass::name(t)) + engine + (acc ? " +=" : " ="), acc,
                      [k, dw, dy, x, acc](cudaStream_t s) {
@@ -195,7 +211,7 @@ int run(const railyard::bench::TimingOptions& o) {
   }
   Operands op;
   railyard::cuda::Matmul mm;
-  std::vector<std::unique_ptr<Cutlass>> keep;
+  Kernels keep;
   cudaStream_t s = nullptr;
   RY_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const double flops = 2.0 * kRows * double(kVocab) * kDim;
@@ -205,11 +221,12 @@ int run(const railyard::bench::TimingOptions& o) {
               "err f64", "vs cublas", "same");
   json rows = json::array();
   bool ok = true;
-  std::vector<float> cublas[2];
+  std::vector<float> cublas[2];  // cuBLASLt's "=" and "+=" results, the first variants
+  const std::vector<double> f64 = reference_rows(op);
   for (const Variant& v : variants(op, mm, keep)) {
-    std::vector<float>& ref = cublas[v.accumulate ? 1 : 0];
-    const Row r = measure(op, v, ref.empty() ? nullptr : &ref, o, s);
-    if (ref.empty()) ref = op.result();
+    std::vector<float>& first = cublas[v.accumulate ? 1 : 0];
+    const Row r = measure(op, f64, v, first.empty() ? nullptr : &first, o, s);
+    if (first.empty()) first = op.result();
     const bool pass = r.same && r.err <= kTol;
     ok = ok && pass;
     std::printf("%-66s %9.1f %9.1f %7.0f %9.2e %9.2e %5s%s\n", v.name.c_str(), r.t.median_us,
