@@ -2,9 +2,9 @@
 // How the engine's CUTLASS products (gelu_gemm_cutlass, residual_gemm_cutlass) check their
 // operands and launch: refusals that name the operand at fault (std::invalid_argument), the
 // device check (compute capability 9.0: the kernels are built for sm_90a alone), and one
-// initialize() then update() per call with no workspace, so that a call allocates nothing and can
-// be captured in a CUDA graph once it has run eagerly (the first call sets the kernel's
-// shared-memory attribute). Include only from units compiled for sm_90a alone (as
+// initialize() then update() per call, with no workspace or the caller's, so that a call
+// allocates nothing and can be captured in a CUDA graph once it has run eagerly (the first call
+// sets the kernel's shared-memory attribute). Include only from units compiled for sm_90a alone (as
 // cutlass_sm90_gemm.cuh).
 
 #include <cutlass/kernel_hardware_info.h>
@@ -93,24 +93,38 @@ class Launcher {
 
   const std::string& name() const { return name_; }
 
-  void run(typename G::Arguments args, cudaStream_t stream) {
+  // The workspace `args` asks for on this device (0 for the default persistent scheduler; the
+  // stream-K scheduler's partial tiles and barriers otherwise).
+  size_t workspace_bytes(typename G::Arguments args) const {
+    args.hw_info = hw_;
+    return G::get_workspace_size(args);
+  }
+
+  // `workspace` (16-byte aligned, `bytes` long) for a kernel that needs one: its
+  // barriers are zeroed by a cudaMemsetAsync on `stream` before every launch (a graph node when
+  // captured), its partial tiles are written before they are read.
+  void run(typename G::Arguments args, cudaStream_t stream, void* workspace = nullptr,
+           size_t bytes = 0) {
     args.hw_info = hw_;
     check(G::can_implement(args), name_, "can_implement");
-    // The persistent data-parallel scheduler and these epilogues keep nothing in a workspace; a
-    // CUTLASS that wants one would need it allocated outside the step's graph.
-    const size_t workspace = G::get_workspace_size(args);
-    if (workspace != 0) {
-      throw std::runtime_error(name_ + ": CUTLASS " + cutlass::getVersionString() + " asks for " +
-                               std::to_string(workspace) +
-                               " bytes of workspace, which this kernel never needed: build with "
-                               "nvidia-cutlass 4.2.0.0 (scripts/bootstrap) or "
-                               "-DRAILYARD_CUTLASS=OFF");
+    const size_t need = G::get_workspace_size(args);
+    if (need > bytes) {
+      // The persistent data-parallel scheduler keeps nothing in a workspace.
+      throw std::runtime_error(
+          name_ + ": CUTLASS " + cutlass::getVersionString() + " asks for " + std::to_string(need) +
+          " bytes of workspace, " + std::to_string(bytes) + " given: " +
+          (bytes == 0 ? "this kernel never needed one; build with nvidia-cutlass 4.2.0.0 "
+                        "(scripts/bootstrap) or -DRAILYARD_CUTLASS=OFF"
+                      : "size it by workspace_bytes() for this shape"));
     }
+    if (need > 0) require_aligned(workspace, name_, "the workspace");
     if (!initialized_) {
-      check(gemm_.initialize(args, nullptr, stream), name_, "initialize");
+      check(gemm_.initialize(args, workspace, stream), name_, "initialize");
       initialized_ = true;
     } else {
-      check(gemm_.update(args), name_, "update");
+      check(G::GemmKernel::initialize_workspace(args, workspace, stream), name_,
+            "initialize_workspace");
+      check(gemm_.update(args, workspace), name_, "update");
     }
     // run() asks cudaGetLastError after the launch itself (and so clears it): a failed launch
     // is its kErrorInternal.
