@@ -44,6 +44,7 @@
 #include "railyard/contract_env.hpp"
 #include "railyard/memory_alert.hpp"
 #include "step_graph.hpp"
+#include "tail_zeroed_workspaces.hpp"
 
 namespace railyard {
 namespace cuda {
@@ -242,9 +243,12 @@ class CudaEngine final : public Engine {
   // this shape, else cuBLASLt's.
   void layer_weight_grad(WeightGradProduct product, float* dw, const T* dy, const T* x, int N,
                          int I, int O, int ldx, bool acc);
-  // The shape (I, O, ldx) of a layer weight-gradient product, and the CUTLASS workspace the
-  // chosen kernels need at the planned batch (0 without them).
+  // The shape (I, O, ldx) of a layer weight-gradient product; the largest CUTLASS workspace the
+  // chosen kernels need at the planned batch and the largest tail of it they zero (0, 0
+  // without them); the bytes of wgrad_ws_ (TailZeroedWorkspaces, one per product and layer in
+  // a graph).
   std::array<int, 3> weight_grad_shape(WeightGradProduct product) const;
+  std::array<size_t, 2> weight_grad_workspace() const;
   size_t weight_grad_workspace_bytes() const;
   // kNormFromSplits: layer l's slots for the qkv split, then for the fc split; and the parts of
   // the gradient buffer those splits do not write (the norm's own pass reads only these).
@@ -358,11 +362,11 @@ class CudaEngine final : public Engine {
   std::unique_ptr<CutlassGeluForward> cutlass_fc_;        // bf16 on compute capability 9.0 only
   std::unique_ptr<CutlassResidualForward> cutlass_proj_;  // as cutlass_fc_, if chosen
   std::unique_ptr<CutlassHeadWeightGrad> cutlass_head_;   // as cutlass_fc_, if chosen
-  // Per WeightGradProduct, as cutlass_fc_, if chosen; their workspace (one product at a time).
+  // Per WeightGradProduct, as cutlass_fc_, if chosen; their workspaces, laid out so that the
+  // step's graphs zero them at their heads.
   std::array<std::unique_ptr<CutlassWeightGrad>, kWeightGradProducts> cutlass_wgrad_;
-  void* wgrad_ws_ = nullptr;
-  size_t wgrad_ws_bytes_ = 0;
 #endif
+  std::unique_ptr<TailZeroedWorkspaces> wgrad_ws_;
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
   std::unique_ptr<DeviceSnapshots> snapshots_;  // checkpoint snapshots of master, m, v
@@ -410,8 +414,9 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   plan_memory();
   describe_ += attention_description();
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, V_, batch_slots_);
-  graphs_ =
-      std::make_unique<StepGraphs>(opts_.cuda_graphs, mm_->slot_arena(), mm_->slot_arena_bytes());
+  std::vector<StepGraphs::ScratchRange> hoisted{{mm_->slot_arena(), mm_->slot_arena_bytes()}};
+  if (wgrad_ws_) hoisted.push_back(wgrad_ws_->arena());
+  graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs, std::move(hoisted));
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
   init_state(seed);
@@ -654,7 +659,7 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   sc.wb_prod =
       plan.add("scratch: weight and bias gradient product", size_t(4) * C_ * size_t(ln_cols_) * f);
   sc.wgrad_ws =
-      plan.add("scratch: CUTLASS weight-gradient workspace", weight_grad_workspace_bytes());
+      plan.add("scratch: CUTLASS weight-gradient workspaces", weight_grad_workspace_bytes());
   const size_t split_slots = norm_from_splits_ ? size_t(L_) * split_sumsq_layer_slots() : 0;
   const size_t tiles = norm_from_splits_ ? norm_range_table_.back().first_tile : 0;
   sc.norm_slots =
@@ -689,10 +694,10 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   partials_ = mem_.as<float>(sc.partials);
   partials_stride_ = partials_stride(size_t(Bmax_) * Tmax_);
   wb_prod_ = mem_.as<float>(sc.wb_prod);
-#if RAILYARD_HAVE_CUTLASS
-  wgrad_ws_ = mem_.as<void>(sc.wgrad_ws);
-  wgrad_ws_bytes_ = weight_grad_workspace_bytes();
-#endif
+  if (const auto [largest, tail] = weight_grad_workspace(); largest > 0) {
+    wgrad_ws_ = std::make_unique<TailZeroedWorkspaces>(mem_.as<void>(sc.wgrad_ws), largest, tail,
+                                                       size_t(kWeightGradProducts) * L_);
+  }
   norm_slots_ = mem_.as<double>(sc.norm_slots);
   if (norm_from_splits_) {
     split_sumsq_ = mem_.as<double>(sc.split_sumsq);
@@ -1094,9 +1099,12 @@ void CudaEngine<T>::layer_weight_grad(WeightGradProduct product, float* dw, cons
 #if RAILYARD_HAVE_CUTLASS
   if constexpr (!kFp32) {
     CutlassWeightGrad* k = cutlass_wgrad_[product].get();
+    const size_t need = k ? k->workspace_bytes(N, I, O) : 0;
     // Another batch shape may split K otherwise (its workspace then larger): cuBLASLt there.
-    if (k && k->workspace_bytes(N, I, O) <= wgrad_ws_bytes_) {
-      k->run(dw, dy, x, N, I, O, ldx, acc, wgrad_ws_, wgrad_ws_bytes_, stream_);
+    if (k && (need == 0 || (wgrad_ws_ && need <= wgrad_ws_->largest()))) {
+      TailZeroedWorkspaces::Workspace ws{nullptr, 0};
+      if (need > 0) ws = wgrad_ws_->take(need, k->zeroed_tail_bytes(N, I, O), stream_);
+      k->run(dw, dy, x, N, I, O, ldx, acc, ws.ptr, ws.bytes, stream_);
       return;
     }
   }
@@ -1122,16 +1130,24 @@ std::array<int, 3> CudaEngine<T>::weight_grad_shape(WeightGradProduct product) c
 }
 
 template <typename T>
-size_t CudaEngine<T>::weight_grad_workspace_bytes() const {
-  size_t bytes = 0;
+std::array<size_t, 2> CudaEngine<T>::weight_grad_workspace() const {
+  std::array<size_t, 2> most{0, 0};
 #if RAILYARD_HAVE_CUTLASS
   for (int p = 0; p < kWeightGradProducts; ++p) {
     if (!cutlass_wgrad_[p]) continue;
     const auto [I, O, ldx] = weight_grad_shape(WeightGradProduct(p));
-    bytes = std::max(bytes, cutlass_wgrad_[p]->workspace_bytes(Bmax_ * Tmax_, I, O));
+    most[0] = std::max(most[0], cutlass_wgrad_[p]->workspace_bytes(Bmax_ * Tmax_, I, O));
+    most[1] = std::max(most[1], cutlass_wgrad_[p]->zeroed_tail_bytes(Bmax_ * Tmax_, I, O));
   }
 #endif
-  return bytes;
+  return most;
+}
+
+template <typename T>
+size_t CudaEngine<T>::weight_grad_workspace_bytes() const {
+  const auto [largest, tail] = weight_grad_workspace();
+  if (largest == 0) return 0;
+  return TailZeroedWorkspaces::bytes_for(largest, tail, size_t(kWeightGradProducts) * L_);
 }
 
 template <typename T>

@@ -101,6 +101,7 @@ const char* tile_name(CutlassWeightGrad::Tile t) {
 struct CutlassWeightGrad::Kernel {
   virtual ~Kernel() = default;
   virtual size_t workspace_bytes(int N, int I, int O) const = 0;
+  virtual size_t zeroed_tail_bytes(int N, int I, int O) const = 0;
   virtual void run(float* dw, const bf16* dy, const bf16* x, int N, int I, int O, int ldx,
                    bool accumulate, void* workspace, size_t workspace_bytes,
                    cudaStream_t stream) = 0;
@@ -115,6 +116,22 @@ struct CutlassWeightGrad::KernelOf final : Kernel {
   size_t workspace_bytes(int N, int I, int O) const override {
     // Only the shape and the scheduler's arguments decide it; the pointers are not read.
     return launcher.workspace_bytes(arguments<G>(v, nullptr, nullptr, nullptr, N, I, O, I, false));
+  }
+  // CUTLASS 4.2's stream-K workspace: the partial tiles, then the barriers (BarrierType flags,
+  // the split tiles' at most, 128-byte rounded), which initialize_workspace zeroes.
+  size_t zeroed_tail_bytes(int N, int I, int O) const override {
+    using K = typename G::GemmKernel;
+    if constexpr (std::is_same_v<typename K::TileSchedulerTag, StreamK>) {
+      if (workspace_bytes(N, I, O) == 0) return 0;
+      const size_t tm = cute::size<0>(typename K::TileShape{});
+      const size_t tn = cute::size<1>(typename K::TileShape{});
+      const size_t tiles = (size_t(O) + tm - 1) / tm * ((size_t(I) + tn - 1) / tn);
+      const size_t flags =
+          tiles * K::NumMmaWarpGroups * sizeof(typename K::TileScheduler::BarrierType);
+      return (flags + 127) / 128 * 128;
+    } else {
+      return 0;
+    }
   }
   void run(float* dw, const bf16* dy, const bf16* x, int N, int I, int O, int ldx, bool accumulate,
            void* workspace, size_t bytes, cudaStream_t stream) override {
@@ -168,6 +185,10 @@ CutlassWeightGrad::~CutlassWeightGrad() = default;
 
 size_t CutlassWeightGrad::workspace_bytes(int N, int I, int O) const {
   return kernel_->workspace_bytes(N, I, O);
+}
+
+size_t CutlassWeightGrad::zeroed_tail_bytes(int N, int I, int O) const {
+  return kernel_->zeroed_tail_bytes(N, I, O);
 }
 
 void CutlassWeightGrad::run(float* dw, const bf16* dy, const bf16* x, int N, int I, int O, int ldx,

@@ -12,14 +12,15 @@
 // read and written in place). The same bits every launch: a tile split over K is summed in a
 // fixed order (the stream-K scheduler's ReductionMode::Deterministic: each part waits for the one
 // before it), not cuBLASLt's order nor another variant's. Workspace: a variant that splits K
-// needs workspace_bytes() of the caller's memory, its barriers zeroed before every launch by a
-// cudaMemsetAsync on the call's stream (a graph node when captured); nothing reads its partial
-// tiles before they are written. No allocation after construction: capturable in a CUDA graph
-// once run() has run eagerly (its first call sets the kernel's shared-memory attribute). Built
-// only where CMake found CUTLASS's headers (RAILYARD_HAVE_CUTLASS), for sm_90a alone: only on
-// compute capability 9.0 (supports()). Refused with std::invalid_argument naming the operand at
-// fault: N, I or O not positive; I or O not a multiple of 8 or ldx < I or not a multiple of 8
-// (16-byte rows for TMA); a pointer missing or not on 16 bytes; a workspace smaller than needed.
+// needs workspace_bytes() of the caller's memory, its barriers (its last zeroed_tail_bytes() at
+// most) zeroed before every launch by a cudaMemsetAsync on the call's stream (a graph node when
+// captured); nothing reads its partial tiles before they are written. No allocation after
+// construction: capturable in a CUDA graph once run() has run eagerly (its first call sets the
+// kernel's shared-memory attribute). Built only where CMake found CUTLASS's headers
+// (RAILYARD_HAVE_CUTLASS), for sm_90a alone: only on compute capability 9.0 (supports()). Refused
+// with std::invalid_argument naming the operand at fault: N, I or O not positive; I or O not a
+// multiple of 8 or ldx < I or not a multiple of 8 (16-byte rows for TMA); a pointer missing or not
+// on 16 bytes; a workspace smaller than needed.
 
 #include <cuda_runtime.h>
 
@@ -64,8 +65,13 @@ class CutlassWeightGrad {
   CutlassWeightGrad& operator=(const CutlassWeightGrad&) = delete;
 
   Variant variant() const { return variant_; }
-  // The bytes of workspace run() needs at this shape on this device (0: none).
+  // The bytes of workspace run() needs at this shape on this device (0: none), and how many of
+  // its last bytes at most run() zeroes before the launch (the stream-K scheduler's barriers,
+  // one flag per output tile and math warp group; TailZeroedWorkspaces lays workspaces out by
+  // it so that a graph can zero them all at its head). The rest of the workspace (the split
+  // tiles' partial sums) is written before it is read.
   size_t workspace_bytes(int N, int I, int O) const;
+  size_t zeroed_tail_bytes(int N, int I, int O) const;
 
   // dw[O,I] = dy[N,O]^T x[N,I], or += where `accumulate`; dw and dy packed row-major, x's rows
   // ldx apart (the LayerNorm outputs with their ones column: 832 apart, I = 776 read).
