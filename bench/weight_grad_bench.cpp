@@ -163,20 +163,6 @@ Row measure(const Operands& op, const std::vector<double>& ref, const Variant& v
   return r;
 }
 
-// Every CUTLASS variant the bench compares: each tile's data-parallel, stream-K and split-K 2-4.
-std::vector<Cutlass::Variant> cutlass_variants() {
-  using T = Cutlass::Tile;
-  using S = Cutlass::Split;
-  std::vector<Cutlass::Variant> out;
-  for (T t : {T::kCooperative128x128, T::kCooperative128x112}) {
-    out.push_back({t, S::kDataParallel, 1});
-    out.push_back({t, S::kStreamK, 1});
-    for (int k = 2; k <= 4; ++k) out.push_back({t, S::kSplitK, k});
-  }
-  out.push_back({T::kPingpong128x112, S::kDataParallel, 1});
-  return out;
-}
-
 using Kernels = std::vector<std::unique_ptr<Cutlass>>;
 
 std::vector<Variant> variants(const Operands& op, railyard::cuda::Matmul& mm, const Kernels& ks,
@@ -247,7 +233,7 @@ int run(const railyard::bench::TimingOptions& o) {
   railyard::cuda::Matmul mm;
   Kernels ks;
   size_t ws_bytes = 0;
-  for (const Cutlass::Variant& v : cutlass_variants()) {
+  for (const Cutlass::Variant& v : Cutlass::all_variants()) {
     ks.push_back(std::make_unique<Cutlass>(v));
     for (const Shape& s : kShapes) {
       ws_bytes = std::max(ws_bytes, ks.back()->workspace_bytes(kRows, s.in, s.out));

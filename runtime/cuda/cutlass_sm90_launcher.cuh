@@ -34,8 +34,10 @@ inline void require_aligned(const void* p, const std::string& kernel, const std:
               "bf16 elements)");
 }
 
-// The shape rules of a forward product Y[N,O] = X[N,I] W[O,I]^T whose X rows lie ldx apart.
-inline void require_forward_shape(const std::string& kernel, int N, int I, int O, int ldx) {
+// The shape rules of a product over N positions of X[N,I], whose rows lie ldx apart, with O
+// outputs a position: the forwards Y[N,O] = X W[O,I]^T and the weight gradients
+// dW[O,I] = dY[N,O]^T X.
+inline void require_shape(const std::string& kernel, int N, int I, int O, int ldx) {
   require(N > 0 && I > 0 && O > 0, kernel,
           "empty product: N " + std::to_string(N) + ", I " + std::to_string(I) + ", O " +
               std::to_string(O));
@@ -64,6 +66,39 @@ typename G::Arguments forward_arguments(T* y, const T* x, int ldx, const T* w, i
   args.epilogue.ptr_D = reinterpret_cast<Bf16*>(y);
   args.epilogue.dD = packed_stride<typename Kernel::StrideD>(N, O);
   args.epilogue.dC = args.epilogue.dD;
+  return args;
+}
+
+// A weight gradient's operands (dW and dY packed, X's rows ldx apart): the shape rules and every
+// pointer on 16 bytes.
+inline void require_weight_grad_operands(const std::string& kernel, const float* dw, const void* dy,
+                                         const void* x, int N, int I, int O, int ldx) {
+  require_shape(kernel, N, I, O, ldx);
+  require_aligned(dw, kernel, "dW");
+  require_aligned(dy, kernel, "dY");
+  require_aligned(x, kernel, "X");
+}
+
+// dW[O,I] (+)= dY[N,O]^T X[N,I] as M = O (dY's columns), N = I (X's columns), K = N positions:
+// A[M,K] = dY^T with dY's rows O apart, B[N,K] = X^T with X's rows ldx apart, D[M,N] = dW
+// row-major, C = D (beta 1 where `accumulate`; beta 0 makes the epilogue skip C's load).
+template <class G>
+typename G::Arguments weight_grad_arguments(float* dw, const void* dy, const void* x, int N, int I,
+                                            int O, int ldx, bool accumulate) {
+  using Kernel = typename G::GemmKernel;
+  typename G::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {O, I, N, 1};
+  args.mainloop.ptr_A = static_cast<const Bf16*>(dy);
+  args.mainloop.dA = strided<typename Kernel::StrideA>(O, N, O);
+  args.mainloop.ptr_B = static_cast<const Bf16*>(x);
+  args.mainloop.dB = strided<typename Kernel::StrideB>(I, N, ldx);
+  args.epilogue.ptr_C = dw;
+  args.epilogue.ptr_D = dw;
+  args.epilogue.dD = packed_stride<typename Kernel::StrideD>(O, I);
+  args.epilogue.dC = args.epilogue.dD;
+  args.epilogue.thread.alpha = 1.0f;
+  args.epilogue.thread.beta = accumulate ? 1.0f : 0.0f;
   return args;
 }
 

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cutlass_sm90_launcher.cuh"
 
@@ -36,42 +37,13 @@ using Cooperative128x112 =
 using Pingpong128x112 =
     sm90::WeightGradGemm<cute::Shape<_128, _112, _64>, cute::Shape<_2, _1, _1>, sm90::Pingpong>;
 
-void check_operands(const std::string& name, const float* dw, const bf16* dy, const bf16* x, int N,
-                    int I, int O, int ldx) {
-  sm90::require(N > 0 && I > 0 && O > 0, name,
-                "empty product: N " + std::to_string(N) + ", I " + std::to_string(I) + ", O " +
-                    std::to_string(O));
-  sm90::require(I % sm90::kAlign == 0 && O % sm90::kAlign == 0, name,
-                "I (" + std::to_string(I) + ") and O (" + std::to_string(O) +
-                    ") must be multiples of 8 (16-byte rows for TMA): use cuBLASLt for this shape");
-  sm90::require(ldx >= I && ldx % sm90::kAlign == 0, name,
-                "X's row stride " + std::to_string(ldx) + " must be >= I (" + std::to_string(I) +
-                    ") and a multiple of 8 elements (16 bytes, TMA's rule): pad X's rows to one");
-  sm90::require_aligned(dw, name, "dW");
-  sm90::require_aligned(dy, name, "dY");
-  sm90::require_aligned(x, name, "X");
-}
-
-// M = O (dY's columns), N = I (X's columns), K = N positions: A[M,K] = dY^T with dY's rows O
-// apart, B[N,K] = X^T with X's rows ldx apart, D[M,N] = dW row-major, C = D. The stream-K types'
-// scheduler gets the variant's decomposition, always with the deterministic (turnstile) sum.
+// The variant's decomposition for a stream-K type's scheduler, always with the deterministic
+// (turnstile) sum; the persistent scheduler's arguments as they are.
 template <class G>
 typename G::Arguments arguments(CutlassWeightGrad::Variant v, float* dw, const bf16* dy,
                                 const bf16* x, int N, int I, int O, int ldx, bool accumulate) {
   using K = typename G::GemmKernel;
-  typename G::Arguments args{};
-  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape = {O, I, N, 1};
-  args.mainloop.ptr_A = reinterpret_cast<const sm90::Bf16*>(dy);
-  args.mainloop.dA = sm90::strided<typename K::StrideA>(O, N, O);
-  args.mainloop.ptr_B = reinterpret_cast<const sm90::Bf16*>(x);
-  args.mainloop.dB = sm90::strided<typename K::StrideB>(I, N, ldx);
-  args.epilogue.ptr_C = dw;
-  args.epilogue.ptr_D = dw;
-  args.epilogue.dD = sm90::packed_stride<typename K::StrideD>(O, I);
-  args.epilogue.dC = args.epilogue.dD;
-  args.epilogue.thread.alpha = 1.0f;
-  args.epilogue.thread.beta = accumulate ? 1.0f : 0.0f;  // beta 0: the epilogue skips C's load
+  typename G::Arguments args = sm90::weight_grad_arguments<G>(dw, dy, x, N, I, O, ldx, accumulate);
   if constexpr (std::is_same_v<typename K::TileSchedulerTag, StreamK>) {
     using Mode = SchedulerParams::DecompositionMode;
     args.scheduler.reduction_mode = SchedulerParams::ReductionMode::Deterministic;
@@ -156,6 +128,17 @@ std::string CutlassWeightGrad::tag(Variant v) {
   return tile + split;
 }
 
+std::vector<CutlassWeightGrad::Variant> CutlassWeightGrad::all_variants() {
+  std::vector<Variant> out;
+  for (Tile t : {Tile::kCooperative128x128, Tile::kCooperative128x112}) {
+    out.push_back({t, Split::kDataParallel, 1});
+    out.push_back({t, Split::kStreamK, 1});
+    for (int k = 2; k <= 4; ++k) out.push_back({t, Split::kSplitK, k});
+  }
+  out.push_back({Tile::kPingpong128x112, Split::kDataParallel, 1});
+  return out;
+}
+
 bool CutlassWeightGrad::supports(int device) {
   return sm90::is_sm90(device);
 }
@@ -195,7 +178,7 @@ void CutlassWeightGrad::run(float* dw, const bf16* dy, const bf16* x, int N, int
                             bool accumulate, void* workspace, size_t workspace_bytes,
                             cudaStream_t stream) {
   const std::string n = name(variant_);
-  check_operands(n, dw, dy, x, N, I, O, ldx);
+  sm90::require_weight_grad_operands(n, dw, dy, x, N, I, O, ldx);
   const size_t need = kernel_->workspace_bytes(N, I, O);
   sm90::require(need <= workspace_bytes, n,
                 "the workspace has " + std::to_string(workspace_bytes) + " bytes, " +

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dtype.hpp"
 
@@ -49,6 +50,9 @@ class CutlassWeightGrad {
     int splits = 1;  // kSplitK only: 2 or more
   };
   static std::string name(Variant v);
+  // Every variant there is: each stream-K tile data-parallel, stream-K and split-K 2, 3 and 4;
+  // the ping-pong tile data-parallel (the bench times them all, the GPU check checks them all).
+  static std::vector<Variant> all_variants();
   // A short one for the engine's start line: "co128x112-dp", "co128x128-streamk",
   // "co128x128-splitk3", "pp128x112-dp".
   static std::string tag(Variant v);

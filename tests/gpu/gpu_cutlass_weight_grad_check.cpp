@@ -87,30 +87,6 @@ struct Workspace {
       : buf(std::max<size_t>(16, k.workspace_bytes(p.n, p.i, p.o))) {}
 };
 
-// `call` three times into one graph rewritten as the step's graphs are: the memsets inside
-// `arena` hoisted to its head, the other small ones made kernels; replayed once. Returns how
-// many memsets were hoisted.
-size_t run_thrice_in_graph(const std::function<void(cudaStream_t)>& call,
-                           std::pair<const void*, size_t> arena) {
-  cudaStream_t s = nullptr;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  RY_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  RY_CUDA(cudaDeviceSynchronize());
-  RY_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < 3; ++i) call(s);
-  RY_CUDA(cudaStreamEndCapture(s, &graph));
-  const size_t hoisted = cuda::hoist_scratch_memsets(graph, arena.first, arena.second);
-  cuda::replace_small_memsets(graph);
-  RY_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  RY_CUDA(cudaGraphLaunch(exec, s));
-  RY_CUDA(cudaStreamSynchronize(s));
-  RY_CUDA(cudaGraphExecDestroy(exec));
-  RY_CUDA(cudaGraphDestroy(graph));
-  RY_CUDA(cudaStreamDestroy(s));
-  return hoisted;
-}
-
 // Three calls in one graph through TailZeroedWorkspaces as the engine makes them, their barrier
 // memsets hoisted (one each where the variant has a workspace): the same bits as eagerly.
 void check_hoisted(Report& r, Kernel& k, Product& p, const std::string& what,
@@ -122,14 +98,20 @@ void check_hoisted(Report& r, Kernel& k, Product& p, const std::string& what,
       std::max<size_t>(16, cuda::TailZeroedWorkspaces::bytes_for(need, tail, 3)));
   cuda::TailZeroedWorkspaces arena(mem.as<void>(), need, tail, 3);
   p.dw.poison();
-  const size_t hoisted = run_thrice_in_graph(
+  size_t hoisted = 0;
+  run_in_graph(
       [&](cudaStream_t s) {
-        const auto ws =
-            need > 0 ? arena.take(need, tail, s) : cuda::TailZeroedWorkspaces::Workspace{};
-        k.run(p.dw.ptr(), p.dy.ptr(), p.x.ptr(), pb.n, pb.i, pb.o, pb.ldx, false, ws.ptr, ws.bytes,
-              s);
+        for (int i = 0; i < 3; ++i) {
+          const auto ws =
+              need > 0 ? arena.take(need, tail, s) : cuda::TailZeroedWorkspaces::Workspace{};
+          k.run(p.dw.ptr(), p.dy.ptr(), p.x.ptr(), pb.n, pb.i, pb.o, pb.ldx, false, ws.ptr,
+                ws.bytes, s);
+        }
       },
-      arena.arena());
+      [&](cudaGraph_t g) {  // as the step's graphs: hoisted, then the other small ones kernels
+        hoisted = cuda::hoist_scratch_memsets(g, arena.arena().first, arena.arena().second);
+        cuda::replace_small_memsets(g);
+      });
   r.same_bits(what + " thrice in a graph, memsets hoisted", p.dw.download(), first);
   if (hoisted != (need > 0 ? 3u : 0u)) {
     r.fail(what + ": " + std::to_string(hoisted) + " memsets hoisted, expected " +
@@ -198,19 +180,6 @@ void check_refusals(Report& r, std::mt19937_64& rng) {
   }
 }
 
-std::vector<Kernel::Variant> all_variants() {
-  using T = Kernel::Tile;
-  using S = Kernel::Split;
-  std::vector<Kernel::Variant> out;
-  for (T t : {T::kCooperative128x128, T::kCooperative128x112}) {
-    out.push_back({t, S::kDataParallel, 1});
-    out.push_back({t, S::kStreamK, 1});
-    for (int k = 2; k <= 4; ++k) out.push_back({t, S::kSplitK, k});
-  }
-  out.push_back({T::kPingpong128x112, S::kDataParallel, 1});
-  return out;
-}
-
 }  // namespace
 
 int main() {
@@ -228,7 +197,8 @@ int main() {
     std::mt19937_64 rng(seed);
     Report r;
     std::vector<std::unique_ptr<Kernel>> kernels;
-    for (const Kernel::Variant& v : all_variants()) kernels.push_back(std::make_unique<Kernel>(v));
+    for (const Kernel::Variant& v : Kernel::all_variants())
+      kernels.push_back(std::make_unique<Kernel>(v));
     const Problem problems[] = {
         {16384, 776, 2304, 832, 383},   // qkv with the ones column
         {16384, 776, 3072, 832, 511},   // fc1 with the ones column
