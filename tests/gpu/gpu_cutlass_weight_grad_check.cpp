@@ -30,7 +30,9 @@ using Kernel = cuda::CutlassWeightGrad;
 
 namespace {
 
-constexpr double kTol = 1e-5;  // fp32 output: sums of bf16 products in fp32, split or not
+// fp32 sums of 16384 bf16 products, split or not: the head's 4096 came to 5e-6 (bench/NOTES.md),
+// the error grows with K; a wrong layout or a lost part of a split is off by O(1).
+constexpr double kTol = 5e-5;
 
 struct Problem {
   int n, i, o, ldx;  // positions, columns of dW (of X read), rows of dW, X's row stride
