@@ -259,6 +259,63 @@ uint64_t data_seed() {
   return seed;
 }
 
+// The loss of every CUDA variant against the CPU's fp32 run, step by step.
+void check_losses_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
+                            const std::vector<Batch>& data, uint64_t seed,
+                            const std::vector<double>& ref) {
+  Communicator& comm = Communicator::world();
+  struct Variant {
+    const char* name;
+    std::string precision;
+    bool recompute, reduce_bf16;
+    double tol;
+    int zero = 0;
+  };
+  for (const Variant& v : {Variant{"cuda fp32", "fp32", false, false, 1e-4},
+                           Variant{"cuda fp32 --recompute", "fp32", true, false, 1e-4},
+                           Variant{"cuda fp32 --zero 1", "fp32", false, false, 1e-4, 1},
+                           Variant{"cuda bf16", "bf16", false, false, 1e-2},
+                           Variant{"cuda bf16 reduce-bf16", "bf16", true, true, 1e-2}}) {
+    EngineOptions o = options("cuda", v.precision);
+    o.recompute = v.recompute;
+    o.reduce_bf16 = v.reduce_bf16;
+    o.zero_stage = v.zero;
+    auto gpu = make_engine(cfg, o, comm, seed);
+    auto l = run(*gpu, data, 0, kSteps);
+    print_losses(v.name, l);
+    // Per step relative difference of the loss; the worst step decides.
+    double worst = 0;
+    for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::abs(l[s] - ref[s]) / ref[s]);
+    std::printf("%-4s %-44s worst step rel diff %.3e (tol %.0e)\n", worst <= v.tol ? "ok" : "FAIL",
+                (std::string(v.name) + " vs cpu loss").c_str(), worst, v.tol);
+    if (!(worst <= v.tol)) r.fail(std::string(v.name) + " loss does not track the CPU path");
+  }
+}
+
+// Checkpoint crossover: 10 steps on one device, the state moved, 10 more on the other.
+void check_crossover(gpu_check::Report& r, const GptConfig& cfg, const std::vector<Batch>& data,
+                     uint64_t seed, const std::vector<double>& ref) {
+  Communicator& comm = Communicator::world();
+  const int half = kSteps / 2;
+  for (bool gpu_first : {true, false}) {
+    auto first = make_engine(cfg, options(gpu_first ? "cuda" : "cpu", "fp32"), comm, seed);
+    run(*first, data, 0, half);
+    ModelState st;
+    first->save_state(st);
+    auto second = make_engine(cfg, options(gpu_first ? "cpu" : "cuda", "fp32"), comm, seed + 1);
+    second->load_state(st);
+    auto l = run(*second, data, half, kSteps);
+    double worst = 0;
+    for (int s = 0; s < half; ++s) {
+      worst = std::max(worst, std::abs(l[s] - ref[half + s]) / ref[half + s]);
+    }
+    std::string what = gpu_first ? "resume gpu state on cpu" : "resume cpu state on gpu";
+    std::printf("%-4s %-44s worst step rel diff %.3e (tol 1e-04)\n", worst <= 1e-4 ? "ok" : "FAIL",
+                what.c_str(), worst);
+    if (!(worst <= 1e-4)) r.fail(what);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -273,55 +330,9 @@ int main() {
     auto cpu = make_engine(cfg, options("cpu", "fp32"), comm, seed);
     auto ref = run(*cpu, data, 0, kSteps);
     print_losses("cpu fp32 (every 4th)", ref);
-
-    struct Variant {
-      const char* name;
-      std::string precision;
-      bool recompute, reduce_bf16;
-      double tol;
-      int zero = 0;
-    };
-    for (const Variant& v : {Variant{"cuda fp32", "fp32", false, false, 1e-4},
-                             Variant{"cuda fp32 --recompute", "fp32", true, false, 1e-4},
-                             Variant{"cuda fp32 --zero 1", "fp32", false, false, 1e-4, 1},
-                             Variant{"cuda bf16", "bf16", false, false, 1e-2},
-                             Variant{"cuda bf16 reduce-bf16", "bf16", true, true, 1e-2}}) {
-      EngineOptions o = options("cuda", v.precision);
-      o.recompute = v.recompute;
-      o.reduce_bf16 = v.reduce_bf16;
-      o.zero_stage = v.zero;
-      auto gpu = make_engine(cfg, o, comm, seed);
-      auto l = run(*gpu, data, 0, kSteps);
-      print_losses(v.name, l);
-      // Per step relative difference of the loss; the worst step decides.
-      double worst = 0;
-      for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::abs(l[s] - ref[s]) / ref[s]);
-      std::printf("%-4s %-44s worst step rel diff %.3e (tol %.0e)\n",
-                  worst <= v.tol ? "ok" : "FAIL", (std::string(v.name) + " vs cpu loss").c_str(),
-                  worst, v.tol);
-      if (!(worst <= v.tol)) r.fail(std::string(v.name) + " loss does not track the CPU path");
-    }
+    check_losses_track_cpu(r, cfg, data, seed, ref);
     if (ref.back() >= ref.front()) r.fail("the CPU loss did not decrease: the check proves little");
-
-    // Checkpoint crossover: 10 steps on one device, the state moved, 10 more on the other.
-    const int half = kSteps / 2;
-    for (bool gpu_first : {true, false}) {
-      auto first = make_engine(cfg, options(gpu_first ? "cuda" : "cpu", "fp32"), comm, seed);
-      run(*first, data, 0, half);
-      ModelState st;
-      first->save_state(st);
-      auto second = make_engine(cfg, options(gpu_first ? "cpu" : "cuda", "fp32"), comm, seed + 1);
-      second->load_state(st);
-      auto l = run(*second, data, half, kSteps);
-      double worst = 0;
-      for (int s = 0; s < half; ++s) {
-        worst = std::max(worst, std::abs(l[s] - ref[half + s]) / ref[half + s]);
-      }
-      std::string what = gpu_first ? "resume gpu state on cpu" : "resume cpu state on gpu";
-      std::printf("%-4s %-44s worst step rel diff %.3e (tol 1e-04)\n",
-                  worst <= 1e-4 ? "ok" : "FAIL", what.c_str(), worst);
-      if (!(worst <= 1e-4)) r.fail(what);
-    }
+    check_crossover(r, cfg, data, seed, ref);
     check_reproducible(r, cfg, data, seed);
     check_graphs_match_eager(r, cfg, data, seed);
     check_norms_track_cpu(r, cfg, data, seed);
