@@ -145,23 +145,24 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value\n" + kUsage);
       return argv[++i];
     };
-    int* field = a == "--batch"            ? &o.batch
-                 : a == "--seq"            ? &o.seq
-                 : a == "--dim"            ? &o.dim
-                 : a == "--vocab"          ? &o.vocab
-                 : a == "--layers"         ? &o.layers
-                 : a == "--head-chunk"     ? &o.head_chunk
-                 : a == "--also-head-rows" ? &o.also_head_rows
-                 : a == "--warmup"         ? &o.warmup
-                 : a == "--reps"           ? &o.reps
-                 : a == "--candidates"     ? &o.candidates
-                 : a == "--heuristic"      ? &o.heuristic
-                 : a == "--space"          ? &o.space
-                 : a == "--max-seconds"    ? &o.max_seconds
-                 : a == "--sustain-top"    ? &o.sustain_top
-                                           : nullptr;
+    int* field = a == "--batch"         ? &o.batch
+                 : a == "--seq"         ? &o.seq
+                 : a == "--dim"         ? &o.dim
+                 : a == "--vocab"       ? &o.vocab
+                 : a == "--layers"      ? &o.layers
+                 : a == "--head-chunk"  ? &o.head_chunk
+                 : a == "--warmup"      ? &o.warmup
+                 : a == "--reps"        ? &o.reps
+                 : a == "--candidates"  ? &o.candidates
+                 : a == "--heuristic"   ? &o.heuristic
+                 : a == "--space"       ? &o.space
+                 : a == "--max-seconds" ? &o.max_seconds
+                 : a == "--sustain-top" ? &o.sustain_top
+                                        : nullptr;
     if (field != nullptr) {
       *field = positive(a, next());
+    } else if (a == "--also-head-rows") {
+      o.also_head_rows = int(number(a, next(), 0, 1 << 24));
     } else if (a == "--sustain-ms") {
       o.sustain_ms = int(number(a, next(), 0, 10000));
     } else if (a == "--max-diff") {
