@@ -347,8 +347,8 @@ if has sdpa; then stage_sdpa; fi
 # the pick per product by a fixed rule (what runtime/cuda's pin table takes:
 # bench/gemm_pins_from_survey.py writes it). The LM head at the engine's chunk rows
 # (runtime/cuda/head_chunks.hpp: 5504, 5504, 5376) and, at 0 calls, at ALSO_HEAD_ROWS (4096, the
-# 4-chunk plan: pins for its A/B; 0: none). Bounded to 66 s of surveying (34 products, 27 s expected); the
-# table to gemm-survey.log, JSON to gemm-survey.json.
+# 4-chunk plan: pins for its A/B; 0: none). Bounded to 66 s of surveying (34 products, about 27 s
+# expected); the table to gemm-survey.log, JSON to gemm-survey.json.
 stage_gemmsurvey() {
   log "gemmsurvey: gemm_step_survey (B=16 T=1024 C=768 V=50304, the engine's head chunks)"
   ninja -C "$BUILD" -j16 gemm_step_survey > "$W/build-gemmsurvey.log" 2>&1 \
