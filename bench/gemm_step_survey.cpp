@@ -24,11 +24,14 @@
 // medians); the pick is then by that time, with the same rule.
 //
 //   gemm_step_survey [--batch 16 --seq 1024 --dim 768 --vocab 50304 --layers 12
-//                     --head-chunk 4096] [--warmup 3 --reps 20 --candidates 128
+//                     --head-chunk R --also-head-rows R] [--warmup 3 --reps 20 --candidates 128
 //                     --heuristic 128 --space 768 --screen 1.5] [--max-seconds 55]
 //                    [--sustain-ms 0 --sustain-top 6] [--json FILE]
-// --vocab is the padded vocabulary the LM head's products use. --max-seconds bounds the whole
-// survey: each product gets an equal share of what is left, its candidates surveyed in order
+// --vocab is the padded vocabulary the LM head's products use. The head runs in the engine's
+// chunks (runtime/cuda/head_chunks.hpp; 5504, 5504, 5376 rows at the defaults), or in chunks of
+// --head-chunk rows where given; --also-head-rows R lists the head's products at R rows too, at 0
+// calls, so that the pin table also covers another chunk plan for an A/B. --max-seconds bounds the
+// whole survey: each product gets an equal share of what is left, its candidates surveyed in order
 // until the share is spent (the JSON says how many were).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -48,6 +51,7 @@
 #include "device_buffer.hpp"
 #include "gemm_algo_json.hpp"
 #include "gemm_survey_kernels.hpp"
+#include "head_chunks.hpp"
 #include "matmul_cublaslt.hpp"
 #include "ones_column_kernels.hpp"
 
@@ -65,15 +69,17 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: gemm_step_survey [--batch 16 --seq 1024 --dim 768 --vocab 50304 --layers 12\n"
-    "                         --head-chunk 4096] [--warmup 3 --reps 20 --candidates 128\n"
-    "                         --heuristic 128 --space 768 --screen 1.5] [--max-seconds 55]\n"
-    "                        [--max-diff 0.01] [--sustain-ms 0 --sustain-top 6] [--json FILE]\n"
+    "                         --head-chunk R --also-head-rows R] [--warmup 3 --reps 20\n"
+    "                         --candidates 128 --heuristic 128 --space 768 --screen 1.5]\n"
+    "                        [--max-seconds 55] [--max-diff 0.01]\n"
+    "                        [--sustain-ms 0 --sustain-top 6] [--json FILE]\n"
     "Times every cuBLASLt product of one GPT-2 training step with the heuristic's candidates\n"
     "and enumerated configurations, checks same bits over three runs, and picks per product\n"
     "by a fixed rule.\n";
 
 struct Options {
-  int batch = 16, seq = 1024, dim = 768, vocab = 50304, layers = 12, head_chunk = 4096;
+  int batch = 16, seq = 1024, dim = 768, vocab = 50304, layers = 12;
+  int head_chunk = 0, also_head_rows = 0;  // 0: the engine's chunks; none
   int warmup = 3, reps = 20, candidates = 128, heuristic = 128, space = 768, max_seconds = 55;
   int sustain_ms = 0, sustain_top = 6;  // 0: no timing under the power limit
   double max_diff = 1e-2, screen = 1.5;
@@ -97,12 +103,26 @@ void check(const Options& o) {
                                 ": both must be multiples of 8 (16-byte rows of bf16)");
   }
   const int64_t rows = int64_t(o.batch) * o.seq;
-  if (rows * 4 * o.dim > (int64_t(1) << 31) ||
-      int64_t(std::min<int64_t>(o.head_chunk, rows)) * o.vocab > (int64_t(1) << 31)) {
+  const int64_t head = std::max<int64_t>(std::min<int64_t>(o.head_chunk, rows), o.also_head_rows);
+  if (rows * 4 * o.dim > (int64_t(1) << 31) || head * o.vocab > (int64_t(1) << 31)) {
     throw std::invalid_argument(
-        "--batch/--seq/--dim/--vocab/--head-chunk: a product with more "
+        "--batch/--seq/--dim/--vocab/--head-chunk/--also-head-rows: a product with more "
         "than 2^31 outputs; use smaller shapes");
   }
+}
+
+// Rows of each chunk of the LM head: the engine's plan for bf16 logits (it refuses a chunk of
+// 2^31 logits), or chunks of --head-chunk rows.
+std::vector<int> head_chunk_rows(const Options& o) {
+  const int N = o.batch * o.seq;
+  std::vector<int> rows;
+  if (o.head_chunk > 0) {
+    for (int r0 = 0; r0 < N; r0 += o.head_chunk) rows.push_back(std::min(N - r0, o.head_chunk));
+    return rows;
+  }
+  const railyard::cuda::HeadChunks h = railyard::cuda::head_chunks(N, o.vocab, 2);
+  for (int64_t i = 0; i < h.count; ++i) rows.push_back(int(railyard::cuda::head_chunk_rows(h, i)));
+  return rows;
 }
 
 // A number in [lo, hi) or an error naming the flag.
@@ -141,6 +161,8 @@ Options parse(int argc, char** argv) {
                                         : nullptr;
     if (field != nullptr) {
       *field = positive(a, next());
+    } else if (a == "--also-head-rows") {
+      o.also_head_rows = int(number(a, next(), 0, 1 << 24));
     } else if (a == "--sustain-ms") {
       o.sustain_ms = int(number(a, next(), 0, 10000));
     } else if (a == "--max-diff") {
@@ -179,6 +201,20 @@ struct ProductSpec {
   int calls = 0;  // per training step (0: only with gradient accumulation, or no longer issued)
   int ldx = 0;    // the input's row stride where not I (ln1, ln2 with their ones column)
 };
+
+// The LM head's four products at R rows (forward, backward-input, weight gradient "=" and "+="),
+// at 0 calls, unless listed already.
+void add_head_products(std::vector<ProductSpec>& p, int R, const Options& o) {
+  const int C = o.dim;
+  const std::string r = " (" + std::to_string(R) + " rows)";
+  auto same_rows = [&](const ProductSpec& s) { return s.N == R && s.O == o.vocab; };
+  if (std::find_if(p.begin(), p.end(), same_rows) != p.end()) return;
+  p.push_back({"lm-head forward" + r, Kind::kForward, R, C, o.vocab});
+  p.push_back({"lm-head backward-input" + r, Kind::kBackwardInput, R, C, o.vocab});
+  p.push_back({"lm-head backward-weight =" + r, Kind::kBackwardWeight, R, C, o.vocab});
+  p.push_back(
+      {"lm-head backward-weight +=" + r, Kind::kBackwardWeight, R, C, o.vocab, false, true, 0});
+}
 
 // What runtime/cuda/cuda_engine.cpp issues in one step (forward, loss_head, backward) with
 // the fused (cuDNN) attention: the unfused fallback's batched products are not part of it.
@@ -225,27 +261,18 @@ std::vector<ProductSpec> step_products(const Options& o) {
       {"qkv backward-weight += (grad accumulation)", Kind::kBackwardWeight, N, C, 3 * C, false,
        true, 0},
   };
-  // The LM head in chunks of --head-chunk rows; the weight gradient of the first chunk is
-  // "=" (without gradient accumulation), of the others "+=".
-  std::vector<int> rows;
-  for (int r0 = 0; r0 < N; r0 += o.head_chunk) rows.push_back(std::min(N - r0, o.head_chunk));
+  // The LM head in its chunks; the weight gradient of the first chunk is "=" (without gradient
+  // accumulation), of the others "+=". Then --also-head-rows's, at 0 calls.
+  const std::vector<int> rows = head_chunk_rows(o);
   for (size_t i = 0; i < rows.size(); ++i) {
-    const int R = rows[i];
-    const std::string r = " (" + std::to_string(R) + " rows)";
-    auto same_rows = [&](const ProductSpec& s) { return s.N == R && s.O == o.vocab; };
-    if (std::find_if(p.begin(), p.end(), same_rows) == p.end()) {
-      p.push_back({"lm-head forward" + r, Kind::kForward, R, C, o.vocab, false, false, 0});
-      p.push_back({"lm-head backward-input" + r, Kind::kBackwardInput, R, C, o.vocab});
-      p.push_back({"lm-head backward-weight =" + r, Kind::kBackwardWeight, R, C, o.vocab});
-      p.push_back(
-          {"lm-head backward-weight +=" + r, Kind::kBackwardWeight, R, C, o.vocab, false, true, 0});
-    }
+    add_head_products(p, rows[i], o);
     for (auto& s : p) {
-      if (!same_rows(s)) continue;
+      if (s.N != rows[i] || s.O != o.vocab) continue;
       const bool weight = s.kind == Kind::kBackwardWeight;
       if (!weight || s.accumulate == (i > 0)) ++s.calls;
     }
   }
+  if (o.also_head_rows > 0) add_head_products(p, o.also_head_rows, o);
   return p;
 }
 
@@ -605,6 +632,8 @@ json header(const Options& o) {
           {"vocab_padded", o.vocab},
           {"layers", o.layers},
           {"head_chunk", o.head_chunk},
+          {"head_chunk_rows", head_chunk_rows(o)},
+          {"also_head_rows", o.also_head_rows},
           {"warmup", o.warmup},
           {"reps", o.reps},
           {"max_candidates", o.candidates},

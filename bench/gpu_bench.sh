@@ -349,17 +349,20 @@ if has sdpa; then stage_sdpa; fi
 # enumerated from each algorithm's capabilities, 128 per product (issue 12,
 # bench/gemm_step_survey.cpp): time, repeatable bits, difference from the heuristic's first, and
 # the pick per product by a fixed rule (what runtime/cuda's pin table takes:
-# bench/gemm_pins_from_survey.py writes it). Bounded to 66 s of surveying (24 products); the
-# table to gemm-survey.log, JSON to gemm-survey.json.
+# bench/gemm_pins_from_survey.py writes it). The LM head at the engine's chunk rows
+# (runtime/cuda/head_chunks.hpp: 5504, 5504, 5376) and, at 0 calls, at ALSO_HEAD_ROWS (4096, the
+# 4-chunk plan: pins for its A/B; 0: none). Bounded to 66 s of surveying (34 products, about 27 s
+# expected); the table to gemm-survey.log, JSON to gemm-survey.json.
 stage_gemmsurvey() {
-  log "gemmsurvey: gemm_step_survey (B=16 T=1024 C=768 V=50304, head chunks of 4096)"
+  log "gemmsurvey: gemm_step_survey (B=16 T=1024 C=768 V=50304, the engine's head chunks)"
   ninja -C "$BUILD" -j16 gemm_step_survey > "$W/build-gemmsurvey.log" 2>&1 \
     || { grep -E "error|FAILED" "$W/build-gemmsurvey.log" | head -30; return 1; }
   local t0=$SECONDS
   # SUSTAIN_MS > 0: the fastest candidates timed again under the power limit (the step's regime).
   timeout 200 "$BUILD/bench/gemm_step_survey" --warmup 3 --reps 20 --candidates 128 \
     --heuristic 128 --space 768 --screen 1.5 --max-seconds 66 --sustain-ms "${SUSTAIN_MS:-0}" \
-    --sustain-top "${SUSTAIN_TOP:-6}" --json "$W/gemm-survey.json" 2>&1 | tee "$W/gemm-survey.log"
+    --sustain-top "${SUSTAIN_TOP:-6}" --also-head-rows "${ALSO_HEAD_ROWS:-4096}" \
+    --json "$W/gemm-survey.json" 2>&1 | tee "$W/gemm-survey.log"
   log "gemmsurvey: took $((SECONDS - t0)) s"
   [ -s "$W/gemm-survey.json" ] && stamp_result gemm-survey.json
   return 0

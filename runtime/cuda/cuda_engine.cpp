@@ -34,6 +34,7 @@
 #include "gelu_kernels.hpp"
 #include "grad_norm_kernels.hpp"
 #include "gradient_exchange.hpp"
+#include "head_chunks.hpp"
 #include "input_pipeline.hpp"
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
@@ -158,9 +159,6 @@ class CudaEngine final : public Engine {
 
  private:
   static constexpr bool kFp32 = std::is_same_v<T, float>;
-  // Positions per chunk of the LM head: 4096 x 50304 bf16 logits are 412 MB instead of 1.6 GB
-  // for the whole 16 x 1024 batch, and each chunk's products are still large.
-  static constexpr size_t kHeadRows = 4096;
 
   // Where one layer's activations lie in the allocation plan.
   struct LayerOffsets {
@@ -200,7 +198,7 @@ class CudaEngine final : public Engine {
   int check_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
                   int Tn) const;
   void forward(int B, int Tn);
-  // The LM head and the loss, in chunks of kHeadRows positions so only one chunk's logits exist
+  // The LM head and the loss, in chunks of head_.rows positions so only one chunk's logits exist
   // at a time; with grad, also the head's backward: dlnf into dB_, the wte gradient (+)= .
   void loss_head(int N, float dscale, bool grad, bool acc);
   void head_weight_grad(const T* x, int rows, bool acc);
@@ -321,6 +319,9 @@ class CudaEngine final : public Engine {
   std::vector<LayerActs<T>> acts_;
   T* resid_final_ = nullptr;
   T *lnf_ = nullptr, *logits_ = nullptr;
+  // The LM head's chunks at the planned batch (head_chunks.hpp): 3 of at most 5504 positions at
+  // GPT-2's 16 x 1024 in bf16; a smaller batch runs in chunks of the same rows.
+  HeadChunks head_{};
   float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
   // Scratch shared by all layers.
   T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
@@ -386,6 +387,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
               (opts_.recompute ? " recompute" : "");
   L_ = cfg_.layers, C_ = cfg_.dim, H_ = cfg_.heads, V_ = cfg_.vocab, Vp_ = cfg_.padded_vocab;
   Bmax_ = opts_.micro_batch, Tmax_ = opts_.seq;
+  head_ = head_chunks(int64_t(Bmax_) * Tmax_, Vp_, sizeof(T));
   ln_ld_ = ones_column_row_stride(C_);
   ln_cols_ = ones_column_ld(C_);
   locate_params();
@@ -640,9 +642,8 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   const std::vector<size_t> layer_scratch =
       fused ? std::vector<size_t>{3 * NC * e, std::max(attn_ws, mlp_scratch)}
             : std::vector<size_t>{3 * NC * e, mlp_scratch, NC * e, probs * e, 3 * NC * e};
-  const auto overlaid =
-      plan.add_overlaid("logits / attention workspace and scratch",
-                        {{std::min(N, kHeadRows) * size_t(Vp_) * e}, layer_scratch});
+  const auto overlaid = plan.add_overlaid("logits / attention workspace and scratch",
+                                          {{size_t(head_.rows) * size_t(Vp_) * e}, layer_scratch});
   sc.logits = overlaid[0][0];
   sc.qkv = overlaid[1][0];
   sc.attn_ws = sc.d4 = overlaid[1][1];
@@ -856,8 +857,8 @@ void CudaEngine<T>::forward(int B, int Tn) {
 template <typename T>
 void CudaEngine<T>::loss_head(int N, float dscale, bool grad, bool acc) {
   const cudaDataType_t dt = cuda_dtype<T>();
-  for (int r0 = 0; r0 < N; r0 += int(kHeadRows)) {
-    const int rows = std::min(N - r0, int(kHeadRows));
+  for (int r0 = 0; r0 < N; r0 += int(head_.rows)) {
+    const int rows = std::min(N - r0, int(head_.rows));
     const T* x = lnf_ + size_t(r0) * C_;
     mm_->linear_forward(logits_, x, w(wte_), nullptr, rows, C_, Vp_, dt, stream_);
     cross_entropy_forward_backward(logits_, losses_ + r0, targets_ + r0, rows, V_, Vp_, dscale,

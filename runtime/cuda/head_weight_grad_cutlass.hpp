@@ -3,16 +3,16 @@
 // Hopper kernel (issue 12). The head runs in chunks of N positions, so the tied wte's gradient
 // is "=" for the first chunk and "+=" for the others; cuBLASLt's "+=" reads C in an epilogue
 // that does not overlap its main loop: 452 us a chunk in the step against 408 for "=" (154 MB of
-// fp32 read, 3 times a step). CUTLASS's ping-pong schedule runs one warp group's epilogue (the C
-// load by TMA, the add, the store) under the other's products.
+// fp32 read, once a chunk after the first). CUTLASS's ping-pong schedule runs one warp group's
+// epilogue (the C load by TMA, the add, the store) under the other's products.
 //
 // What it promises: bf16 operands, fp32 accumulation and output; with `accumulate` the fp32 sum
 // acc + dW rounded once (dW is read and written in place, C = D); every output tile is one CTA's,
 // summed in one order (no split-K, no stream-K), so a call gives the same bits every launch (at
-// GPT-2's head chunk the same as cuBLASLt's too, measured: both add K in one order in fp32; not
-// promised for other shapes or libraries). No workspace, no allocation after construction:
-// capturable in a CUDA graph once run() has run eagerly (its first call sets the kernel's
-// shared-memory attribute). Where it runs: built only where CMake found CUTLASS's headers
+// GPT-2's head chunk of 4096 positions the same as cuBLASLt's too, measured: both add K in one
+// order in fp32; not promised for other shapes or libraries). No workspace, no allocation after
+// construction: capturable in a CUDA graph once run() has run eagerly (its first call sets the
+// kernel's shared-memory attribute). Where it runs: built only where CMake found CUTLASS's headers
 // (RAILYARD_HAVE_CUTLASS), compiled for sm_90a alone, so only on compute capability 9.0
 // (supports()). Operands it refuses with an error naming the one at fault: N, I or O not
 // positive, I or O not a multiple of 8 (16-byte rows of dY and X for TMA), a pointer missing or

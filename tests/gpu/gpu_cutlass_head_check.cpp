@@ -1,9 +1,9 @@
 // The engine's CUTLASS LM-head weight gradient (head_weight_grad_cutlass.hpp) in each of its
 // tiles against float64: dW[O,I] = dY[N,O]^T X[N,I] ("=") and dW += dY^T X ("+=", in place) at
-// GPT-2 124M's head chunk (4096 positions, 50304 vocabulary, 768 wide) and at a small shape no
-// tile divides; the same bits on a second run and from a CUDA graph; operands TMA cannot take
-// refused with an error. Exit 77 without a GPU of compute capability 9.0 (the kernels are built
-// for sm_90a alone).
+// GPT-2 124M's head chunk (the engine's plan at B=16, T=1024, head_chunks.hpp: 5504 positions,
+// 50304 vocabulary, 768 wide) and at a small shape no tile divides; the same bits on a second run
+// and from a CUDA graph; operands TMA cannot take refused with an error. Exit 77 without a GPU of
+// compute capability 9.0 (the kernels are built for sm_90a alone).
 
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +15,7 @@
 
 #include "dtype.hpp"
 #include "gpu_check.hpp"
+#include "head_chunks.hpp"
 #include "head_weight_grad_cutlass.hpp"
 
 using namespace railyard;
@@ -141,8 +142,9 @@ int main() {
         {Kernel::Tile::kPingpong128x128, "pp128x128"},
         {Kernel::Tile::kCooperative256x128, "co256x128"},
         {Kernel::Tile::kCooperative128x256, "co128x256"}};
+    const int gpt2_rows = int(cuda::head_chunks(16 * 1024, 50304, sizeof(bf16)).rows);
     for (const auto& [tile, label] : tiles) {
-      check_tile(r, rng, tile, label, Problem{4096, 768, 50304, 1571});  // GPT-2's head chunk
+      check_tile(r, rng, tile, label, Problem{gpt2_rows, 768, 50304, 1571});  // GPT-2's head chunk
       // No tile divides it: 300 positions (K, 64-deep), 264 wide, 1000 rows of vocabulary.
       check_tile(r, rng, tile, label, Problem{300, 264, 1000, 7});
     }

@@ -28,6 +28,8 @@ using namespace railyard;
 namespace {
 
 constexpr int kB = 4, kT = 64, kSteps = 20;
+// bf16 norms are compared with the CPU's on the first steps only (check_norms_track_cpu).
+constexpr int kBf16NormSteps = 4;
 
 GptConfig small_config() {
   GptConfig c;
@@ -195,7 +197,9 @@ void check_graphs_match_eager(gpu_check::Report& r, const GptConfig& cfg,
 // CPU engine's step by step: on the graph path, with --zero 1, at a batch smaller than planned
 // (eager launches) and through the exchange (bf16 reduction: buckets summed after their
 // average). A bucket left out or summed before it is final moves the norm by far more than the
-// tolerance.
+// tolerance, from the first step on. bf16 runs are compared on their first kBf16NormSteps steps
+// only: later, their trajectories have left the CPU's by rounding by as much as the data drawn
+// makes them (bench/NOTES.md, data seed 1: 0.13-0.23 by step 20 with either norm path).
 void check_norms_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
                            const std::vector<Batch>& data, uint64_t seed) {
   Communicator& comm = Communicator::world();
@@ -207,12 +211,14 @@ void check_norms_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
     int zero, batch;
     bool reduce_bf16;
     double tol;
+    int steps;  // compared from step 0
   };
-  for (const Variant& v : {Variant{"fp32", "fp32", 0, kB, false, 1e-3},
-                           Variant{"fp32 --zero 1", "fp32", 1, kB, false, 1e-3},
-                           Variant{"fp32 planned batch 2x (eager)", "fp32", 0, 2 * kB, false, 1e-3},
-                           Variant{"bf16", "bf16", 0, kB, false, 5e-2},
-                           Variant{"bf16 reduce-bf16 (exchange)", "bf16", 0, kB, true, 5e-2}}) {
+  for (const Variant& v :
+       {Variant{"fp32", "fp32", 0, kB, false, 1e-3, kSteps},
+        Variant{"fp32 --zero 1", "fp32", 1, kB, false, 1e-3, kSteps},
+        Variant{"fp32 planned batch 2x (eager)", "fp32", 0, 2 * kB, false, 1e-3, kSteps},
+        Variant{"bf16", "bf16", 0, kB, false, 5e-2, kBf16NormSteps},
+        Variant{"bf16 reduce-bf16 (exchange)", "bf16", 0, kB, true, 5e-2, kBf16NormSteps}}) {
     EngineOptions o = options("cuda", v.precision);
     o.zero_stage = v.zero;
     o.micro_batch = v.batch;
@@ -220,12 +226,19 @@ void check_norms_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
     Trace t;
     run_traced(*make_engine(cfg, o, comm, seed), data, 0, kSteps, t);
     double worst = 0;
+    std::string per_step;  // every step's difference, so a tolerance can be read off a run
     for (int s = 0; s < kSteps; ++s) {
-      worst = std::max(worst, double(std::abs(t.norms[s] - ref.norms[s]) / ref.norms[s]));
+      const double d = std::abs(t.norms[s] - ref.norms[s]) / ref.norms[s];
+      if (s < v.steps) worst = std::max(worst, d);
+      char buf[16];
+      std::snprintf(buf, sizeof buf, " %.1e", d);
+      per_step += buf;
     }
-    const std::string what = std::string("cuda ") + v.name + " gradient norm vs cpu";
+    const std::string what = std::string("cuda ") + v.name + " gradient norm vs cpu, " +
+                             std::to_string(v.steps) + " steps";
     std::printf("%-4s %-44s worst step rel diff %.3e (tol %.0e)\n", worst <= v.tol ? "ok" : "FAIL",
                 what.c_str(), worst, v.tol);
+    std::printf("     per step:%s\n", per_step.c_str());
     if (!(worst <= v.tol)) r.fail(what + ": does not track the CPU path");
   }
 }
@@ -246,6 +259,63 @@ uint64_t data_seed() {
   return seed;
 }
 
+// The loss of every CUDA variant against the CPU's fp32 run, step by step.
+void check_losses_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
+                            const std::vector<Batch>& data, uint64_t seed,
+                            const std::vector<double>& ref) {
+  Communicator& comm = Communicator::world();
+  struct Variant {
+    const char* name;
+    std::string precision;
+    bool recompute, reduce_bf16;
+    double tol;
+    int zero = 0;
+  };
+  for (const Variant& v : {Variant{"cuda fp32", "fp32", false, false, 1e-4},
+                           Variant{"cuda fp32 --recompute", "fp32", true, false, 1e-4},
+                           Variant{"cuda fp32 --zero 1", "fp32", false, false, 1e-4, 1},
+                           Variant{"cuda bf16", "bf16", false, false, 1e-2},
+                           Variant{"cuda bf16 reduce-bf16", "bf16", true, true, 1e-2}}) {
+    EngineOptions o = options("cuda", v.precision);
+    o.recompute = v.recompute;
+    o.reduce_bf16 = v.reduce_bf16;
+    o.zero_stage = v.zero;
+    auto gpu = make_engine(cfg, o, comm, seed);
+    auto l = run(*gpu, data, 0, kSteps);
+    print_losses(v.name, l);
+    // Per step relative difference of the loss; the worst step decides.
+    double worst = 0;
+    for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::abs(l[s] - ref[s]) / ref[s]);
+    std::printf("%-4s %-44s worst step rel diff %.3e (tol %.0e)\n", worst <= v.tol ? "ok" : "FAIL",
+                (std::string(v.name) + " vs cpu loss").c_str(), worst, v.tol);
+    if (!(worst <= v.tol)) r.fail(std::string(v.name) + " loss does not track the CPU path");
+  }
+}
+
+// Checkpoint crossover: 10 steps on one device, the state moved, 10 more on the other.
+void check_crossover(gpu_check::Report& r, const GptConfig& cfg, const std::vector<Batch>& data,
+                     uint64_t seed, const std::vector<double>& ref) {
+  Communicator& comm = Communicator::world();
+  const int half = kSteps / 2;
+  for (bool gpu_first : {true, false}) {
+    auto first = make_engine(cfg, options(gpu_first ? "cuda" : "cpu", "fp32"), comm, seed);
+    run(*first, data, 0, half);
+    ModelState st;
+    first->save_state(st);
+    auto second = make_engine(cfg, options(gpu_first ? "cpu" : "cuda", "fp32"), comm, seed + 1);
+    second->load_state(st);
+    auto l = run(*second, data, half, kSteps);
+    double worst = 0;
+    for (int s = 0; s < half; ++s) {
+      worst = std::max(worst, std::abs(l[s] - ref[half + s]) / ref[half + s]);
+    }
+    std::string what = gpu_first ? "resume gpu state on cpu" : "resume cpu state on gpu";
+    std::printf("%-4s %-44s worst step rel diff %.3e (tol 1e-04)\n", worst <= 1e-4 ? "ok" : "FAIL",
+                what.c_str(), worst);
+    if (!(worst <= 1e-4)) r.fail(what);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -260,55 +330,9 @@ int main() {
     auto cpu = make_engine(cfg, options("cpu", "fp32"), comm, seed);
     auto ref = run(*cpu, data, 0, kSteps);
     print_losses("cpu fp32 (every 4th)", ref);
-
-    struct Variant {
-      const char* name;
-      std::string precision;
-      bool recompute, reduce_bf16;
-      double tol;
-      int zero = 0;
-    };
-    for (const Variant& v : {Variant{"cuda fp32", "fp32", false, false, 1e-4},
-                             Variant{"cuda fp32 --recompute", "fp32", true, false, 1e-4},
-                             Variant{"cuda fp32 --zero 1", "fp32", false, false, 1e-4, 1},
-                             Variant{"cuda bf16", "bf16", false, false, 1e-2},
-                             Variant{"cuda bf16 reduce-bf16", "bf16", true, true, 1e-2}}) {
-      EngineOptions o = options("cuda", v.precision);
-      o.recompute = v.recompute;
-      o.reduce_bf16 = v.reduce_bf16;
-      o.zero_stage = v.zero;
-      auto gpu = make_engine(cfg, o, comm, seed);
-      auto l = run(*gpu, data, 0, kSteps);
-      print_losses(v.name, l);
-      // Per step relative difference of the loss; the worst step decides.
-      double worst = 0;
-      for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::abs(l[s] - ref[s]) / ref[s]);
-      std::printf("%-4s %-44s worst step rel diff %.3e (tol %.0e)\n",
-                  worst <= v.tol ? "ok" : "FAIL", (std::string(v.name) + " vs cpu loss").c_str(),
-                  worst, v.tol);
-      if (!(worst <= v.tol)) r.fail(std::string(v.name) + " loss does not track the CPU path");
-    }
+    check_losses_track_cpu(r, cfg, data, seed, ref);
     if (ref.back() >= ref.front()) r.fail("the CPU loss did not decrease: the check proves little");
-
-    // Checkpoint crossover: 10 steps on one device, the state moved, 10 more on the other.
-    const int half = kSteps / 2;
-    for (bool gpu_first : {true, false}) {
-      auto first = make_engine(cfg, options(gpu_first ? "cuda" : "cpu", "fp32"), comm, seed);
-      run(*first, data, 0, half);
-      ModelState st;
-      first->save_state(st);
-      auto second = make_engine(cfg, options(gpu_first ? "cpu" : "cuda", "fp32"), comm, seed + 1);
-      second->load_state(st);
-      auto l = run(*second, data, half, kSteps);
-      double worst = 0;
-      for (int s = 0; s < half; ++s) {
-        worst = std::max(worst, std::abs(l[s] - ref[half + s]) / ref[half + s]);
-      }
-      std::string what = gpu_first ? "resume gpu state on cpu" : "resume cpu state on gpu";
-      std::printf("%-4s %-44s worst step rel diff %.3e (tol 1e-04)\n",
-                  worst <= 1e-4 ? "ok" : "FAIL", what.c_str(), worst);
-      if (!(worst <= 1e-4)) r.fail(what);
-    }
+    check_crossover(r, cfg, data, seed, ref);
     check_reproducible(r, cfg, data, seed);
     check_graphs_match_eager(r, cfg, data, seed);
     check_norms_track_cpu(r, cfg, data, seed);
