@@ -2,7 +2,7 @@
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
 #                                        gemm sdpa gemmsurvey adamw timeline lnbench cebench
-#                                        headbench wgradbench cutlass
+#                                        headbench cutlass
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -112,10 +112,6 @@ if has check; then
   if [ -x "$BUILD/tests/gpu/gpu_cutlass_head_check" ]; then
     log check: the CUTLASS LM-head weight gradient
     timeout 300 "$BUILD/tests/gpu/gpu_cutlass_head_check" 2>&1 | tee -a "$W/checks.log"
-  fi
-  if [ -x "$BUILD/tests/gpu/gpu_cutlass_weight_grad_check" ]; then
-    log check: the CUTLASS layer weight gradients
-    timeout 300 "$BUILD/tests/gpu/gpu_cutlass_weight_grad_check" 2>&1 | tee -a "$W/checks.log"
   fi
   log check: model
   timeout 300 "$BUILD/tests/gpu/gpu_model_check" 2>&1 | tee -a "$W/checks.log"
@@ -450,16 +446,6 @@ stage_headbench() {
   kernel_bench head_weight_grad_bench head-weight-grad
 }
 if has headbench; then stage_headbench; fi
-
-# The layers' weight gradients alone (issue 12, bench/weight_grad_bench.cpp): per product (qkv
-# and fc1 with the ones column, fc2, attention projection) cuBLASLt as the engine pins it and
-# every CUTLASS variant (tiles 128x128 and 128x112; data-parallel, stream-K, split-K 2-4):
-# median us, TFLOP/s, error against float64, same bits twice (a difference fails).
-stage_wgradbench() {
-  log "wgradbench: weight_grad_bench (the 4 layer weight gradients over 16384 positions)"
-  kernel_bench weight_grad_bench weight-grad
-}
-if has wgradbench; then stage_wgradbench; fi
 
 # The summary and gpu-1x.json only where a stage that trains ran: a checkpoint- or plan-only call
 # must not replace the recorded result file with an empty one.

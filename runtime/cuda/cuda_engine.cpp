@@ -29,7 +29,6 @@
 #include "gelu_gemm_cutlass.hpp"
 #include "head_weight_grad_cutlass.hpp"
 #include "residual_gemm_cutlass.hpp"
-#include "weight_grad_cutlass.hpp"
 #endif
 #include "gelu_kernels.hpp"
 #include "grad_norm_kernels.hpp"
@@ -45,7 +44,6 @@
 #include "railyard/contract_env.hpp"
 #include "railyard/memory_alert.hpp"
 #include "step_graph.hpp"
-#include "tail_zeroed_workspaces.hpp"
 
 namespace railyard {
 namespace cuda {
@@ -74,25 +72,7 @@ constexpr bool kCutlassResidualForward = true;
 // The LM head's weight gradient "+=" (bf16 on compute capability 9.0): CUTLASS's kernel (true),
 // whose epilogue runs under its other warp group's products, or cuBLASLt's (false). One line.
 constexpr bool kCutlassHeadWeightGrad = true;
-// The layers' weight gradients, "=" and "+=" (bf16 on compute capability 9.0): CUTLASS's kernels
-// (true), each product in its variant below (bench/weight_grad_bench times them all), or
-// cuBLASLt's pinned ones (false). One line.
-constexpr bool kCutlassWeightGrad = true;
-using WeightGradTile = CutlassWeightGrad::Tile;
-using WeightGradSplit = CutlassWeightGrad::Split;
-// qkv (2304 x 776 with the ones column): 126 tiles of 128 x 112 for 132 SMs, one wave, no
-// workspace. fc1 (3072 x 776): 168 such tiles, their K shared evenly by stream-K. fc2 (768 x
-// 3072) and the attention projection (768 x 768): 144 and 36 tiles of 128 x 128, stream-K.
-constexpr CutlassWeightGrad::Variant kWeightGradVariants[] = {
-    {WeightGradTile::kCooperative128x112, WeightGradSplit::kDataParallel, 1},  // qkv
-    {WeightGradTile::kCooperative128x112, WeightGradSplit::kStreamK, 1},       // fc1
-    {WeightGradTile::kCooperative128x128, WeightGradSplit::kStreamK, 1},       // fc2
-    {WeightGradTile::kCooperative128x128, WeightGradSplit::kStreamK, 1},       // attention proj
-};
 #endif
-// The layers' weight-gradient products, the index of each in kWeightGradVariants.
-enum WeightGradProduct { kQkvWeightGrad, kFc1WeightGrad, kFc2WeightGrad, kProjWeightGrad };
-constexpr int kWeightGradProducts = 4;
 
 // Device 0 when the plugin bound the task (it rotates CUDA_VISIBLE_DEVICES so the task's GPU
 // comes first and says so in RAILYARD_GPU_PCI), else local rank modulo the devices visible.
@@ -184,7 +164,7 @@ class CudaEngine final : public Engine {
   };
   struct ScratchOffsets {
     size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
-        partials, wb_prod, wgrad_ws, norm_slots, split_sumsq, norm_ranges;
+        partials, wb_prod, norm_slots, split_sumsq, norm_ranges;
   };
   void plan_memory();
   StateOffsets plan_state(AllocationPlan& plan) const;
@@ -234,20 +214,8 @@ class CudaEngine final : public Engine {
   // dw [O, C] and db [O] (+= with acc) of the Linear layer whose input is x (ln1 or ln2, with its
   // ones column) and output gradient dy [N, O]: one product, then its split.
   // With sumsq (norm_from_splits_): also the sum of squares of dw and db, per block.
-  void weight_bias_grad(WeightGradProduct product, float* dw, float* db, const T* dy, const T* x,
-                        int N, int O, bool acc, double* sumsq);
-  // dw [O, I] (+= with acc) = dy [N, O]^T x [N, I] (x's rows ldx apart) of one of the layers'
-  // products: CUTLASS's kernel where kCutlassWeightGrad chose it and its workspace suffices at
-  // this shape, else cuBLASLt's.
-  void layer_weight_grad(WeightGradProduct product, float* dw, const T* dy, const T* x, int N,
-                         int I, int O, int ldx, bool acc);
-  // The shape (I, O, ldx) of a layer weight-gradient product; the largest CUTLASS workspace the
-  // chosen kernels need at the planned batch and the largest tail of it they zero (0, 0
-  // without them); the bytes of wgrad_ws_ (TailZeroedWorkspaces, one per product and layer in
-  // a graph).
-  std::array<int, 3> weight_grad_shape(WeightGradProduct product) const;
-  std::array<size_t, 2> weight_grad_workspace() const;
-  size_t weight_grad_workspace_bytes() const;
+  void weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O, bool acc,
+                        double* sumsq);
   // kNormFromSplits: layer l's slots for the qkv split, then for the fc split; and the parts of
   // the gradient buffer those splits do not write (the norm's own pass reads only these).
   int split_sumsq_layer_slots() const;
@@ -363,11 +331,7 @@ class CudaEngine final : public Engine {
   std::unique_ptr<CutlassGeluForward> cutlass_fc_;        // bf16 on compute capability 9.0 only
   std::unique_ptr<CutlassResidualForward> cutlass_proj_;  // as cutlass_fc_, if chosen
   std::unique_ptr<CutlassHeadWeightGrad> cutlass_head_;   // as cutlass_fc_, if chosen
-  // Per WeightGradProduct, as cutlass_fc_, if chosen; their workspaces, laid out so that the
-  // step's graphs zero them at their heads.
-  std::array<std::unique_ptr<CutlassWeightGrad>, kWeightGradProducts> cutlass_wgrad_;
 #endif
-  std::unique_ptr<TailZeroedWorkspaces> wgrad_ws_;
   cudaEvent_t losses_ready_ = nullptr, norm_ready_ = nullptr;
   int64_t adam_step_ = 0;
   std::unique_ptr<DeviceSnapshots> snapshots_;  // checkpoint snapshots of master, m, v
@@ -407,18 +371,14 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
     cutlass_fc_ = std::make_unique<CutlassGeluForward>();
     if (kCutlassResidualForward) cutlass_proj_ = std::make_unique<CutlassResidualForward>();
     if (kCutlassHeadWeightGrad) cutlass_head_ = std::make_unique<CutlassHeadWeightGrad>();
-    for (int p = 0; kCutlassWeightGrad && p < kWeightGradProducts; ++p) {
-      cutlass_wgrad_[p] = std::make_unique<CutlassWeightGrad>(kWeightGradVariants[p]);
-    }
   }
 #endif
   describe_ += fc_forward_description();
   plan_memory();
   describe_ += attention_description();
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, V_, batch_slots_);
-  std::vector<StepGraphs::ScratchRange> hoisted{{mm_->slot_arena(), mm_->slot_arena_bytes()}};
-  if (wgrad_ws_) hoisted.push_back(wgrad_ws_->arena());
-  graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs, std::move(hoisted));
+  graphs_ =
+      std::make_unique<StepGraphs>(opts_.cuda_graphs, mm_->slot_arena(), mm_->slot_arena_bytes());
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
   init_state(seed);
@@ -659,8 +619,6 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
                          size_t(partials_regions()) * partials_stride(N) * f);
   sc.wb_prod =
       plan.add("scratch: weight and bias gradient product", size_t(4) * C_ * size_t(ln_cols_) * f);
-  sc.wgrad_ws =
-      plan.add("scratch: CUTLASS weight-gradient workspaces", weight_grad_workspace_bytes());
   const size_t split_slots = norm_from_splits_ ? size_t(L_) * split_sumsq_layer_slots() : 0;
   const size_t tiles = norm_from_splits_ ? norm_range_table_.back().first_tile : 0;
   sc.norm_slots =
@@ -695,10 +653,6 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   partials_ = mem_.as<float>(sc.partials);
   partials_stride_ = partials_stride(size_t(Bmax_) * Tmax_);
   wb_prod_ = mem_.as<float>(sc.wb_prod);
-  if (const auto [largest, tail] = weight_grad_workspace(); largest > 0) {
-    wgrad_ws_ = std::make_unique<TailZeroedWorkspaces>(mem_.as<void>(sc.wgrad_ws), largest, tail,
-                                                       size_t(kWeightGradProducts) * L_);
-  }
   norm_slots_ = mem_.as<double>(sc.norm_slots);
   if (norm_from_splits_) {
     split_sumsq_ = mem_.as<double>(sc.split_sumsq);
@@ -925,22 +879,12 @@ void CudaEngine<T>::attn_proj_forward(const LayerActs<T>& a, const LayerParams& 
 template <typename T>
 std::string CudaEngine<T>::fc_forward_description() const {
   std::string fc = " fc:cublaslt", proj = " attn-proj:cublaslt", head = " head-dw:cublaslt";
-  std::string layer = " layer-dw:cublaslt";
 #if RAILYARD_HAVE_CUTLASS
   if (cutlass_fc_) fc = " fc:cutlass-sm90-pingpong";
   if (cutlass_proj_) proj = " attn-proj:cutlass-sm90-pingpong";
   if (cutlass_head_) head = " head-dw:cutlass-sm90";
-  if (cutlass_wgrad_[0]) {
-    const char* names[] = {"qkv", "fc1", "fc2", "proj"};
-    layer = " layer-dw:cutlass-sm90(";
-    for (int p = 0; p < kWeightGradProducts; ++p) {
-      layer += std::string(p ? ", " : "") + names[p] + " " +
-               CutlassWeightGrad::tag(cutlass_wgrad_[p]->variant());
-    }
-    layer += ")";
-  }
 #endif
-  return fc + proj + head + layer;
+  return fc + proj + head;
 }
 
 template <typename T>
@@ -1047,11 +991,10 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     // came with the LayerNorm backward that produced it).
     // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
     mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
-    layer_weight_grad(kFc2WeightGrad, g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, 4 * C_, acc);
+    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
     mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
     // fc's weight and bias gradients from one product (ln2's ones column).
-    weight_bias_grad(kFc1WeightGrad, g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc,
-                     split_sumsq(l, true));
+    weight_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc, split_sumsq(l, true));
     layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), partials(ln++), dB_, a.resid_mid,
                        w(p.ln2w), a.ln2_mean, a.ln2_rstd, N, C_, true, acc, stream_, later);
     // Attention.
@@ -1060,11 +1003,10 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
                         stream_);
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
-    layer_weight_grad(kProjWeightGrad, g(p.projw), dresid_, a.atty, N, C_, C_, C_, acc);
+    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
     attention_block_backward(a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    weight_bias_grad(kQkvWeightGrad, g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc,
-                     split_sumsq(l, false));
+    weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc, split_sumsq(l, false));
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
     layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, partials(ln++), dB_, a.resid,
                        w(p.ln1w), a.ln1_mean, a.ln1_rstd, N, C_, true, acc, stream_, later);
@@ -1087,70 +1029,12 @@ void CudaEngine<T>::sum_pending() {
 }
 
 template <typename T>
-void CudaEngine<T>::weight_bias_grad(WeightGradProduct product, float* dw, float* db, const T* dy,
-                                     const T* x, int N, int O, bool acc, double* sumsq) {
+void CudaEngine<T>::weight_bias_grad(float* dw, float* db, const T* dy, const T* x, int N, int O,
+                                     bool acc, double* sumsq) {
   // The product always overwrites its scratch; the split adds to the gradients where acc.
-  layer_weight_grad(product, wb_prod_, dy, x, N, ln_cols_, O, ln_ld_, false);
+  mm_->linear_backward_weight(wb_prod_, dy, x, N, ln_cols_, O, cuda_dtype<T>(), false, stream_,
+                              ln_ld_);
   split_ones_column_product(dw, db, wb_prod_, O, C_, ln_cols_, acc, stream_, sumsq);
-}
-
-template <typename T>
-void CudaEngine<T>::layer_weight_grad(WeightGradProduct product, float* dw, const T* dy, const T* x,
-                                      int N, int I, int O, int ldx, bool acc) {
-#if RAILYARD_HAVE_CUTLASS
-  if constexpr (!kFp32) {
-    CutlassWeightGrad* k = cutlass_wgrad_[product].get();
-    const size_t need = k ? k->workspace_bytes(N, I, O) : 0;
-    // Another batch shape may split K otherwise (its workspace then larger): cuBLASLt there.
-    if (k && (need == 0 || (wgrad_ws_ && need <= wgrad_ws_->largest()))) {
-      TailZeroedWorkspaces::Workspace ws{nullptr, 0};
-      if (need > 0) ws = wgrad_ws_->take(need, k->zeroed_tail_bytes(N, I, O), stream_);
-      k->run(dw, dy, x, N, I, O, ldx, acc, ws.ptr, ws.bytes, stream_);
-      return;
-    }
-  }
-#else
-  (void)product;  // only CUTLASS's kernels differ by product
-#endif
-  // The engine's cuBLASLt calls name X's stride only where its rows are padded (the pins' keys).
-  mm_->linear_backward_weight(dw, dy, x, N, I, O, cuda_dtype<T>(), acc, stream_,
-                              ldx == I ? 0 : ldx);
-}
-
-template <typename T>
-std::array<int, 3> CudaEngine<T>::weight_grad_shape(WeightGradProduct product) const {
-  switch (product) {
-    case kQkvWeightGrad:
-      return {ln_cols_, 3 * C_, ln_ld_};
-    case kFc1WeightGrad:
-      return {ln_cols_, 4 * C_, ln_ld_};
-    case kFc2WeightGrad:
-      return {4 * C_, C_, 4 * C_};
-    case kProjWeightGrad:
-      break;
-  }
-  return {C_, C_, C_};
-}
-
-template <typename T>
-std::array<size_t, 2> CudaEngine<T>::weight_grad_workspace() const {
-  std::array<size_t, 2> most{0, 0};
-#if RAILYARD_HAVE_CUTLASS
-  for (int p = 0; p < kWeightGradProducts; ++p) {
-    if (!cutlass_wgrad_[p]) continue;
-    const auto [I, O, ldx] = weight_grad_shape(WeightGradProduct(p));
-    most[0] = std::max(most[0], cutlass_wgrad_[p]->workspace_bytes(Bmax_ * Tmax_, I, O));
-    most[1] = std::max(most[1], cutlass_wgrad_[p]->zeroed_tail_bytes(Bmax_ * Tmax_, I, O));
-  }
-#endif
-  return most;
-}
-
-template <typename T>
-size_t CudaEngine<T>::weight_grad_workspace_bytes() const {
-  const auto [largest, tail] = weight_grad_workspace();
-  if (largest == 0) return 0;
-  return TailZeroedWorkspaces::bytes_for(largest, tail, size_t(kWeightGradProducts) * L_);
 }
 
 template <typename T>

@@ -52,11 +52,10 @@ constexpr int align_of() {
 // K-major (a Linear weight [N,K] row-major), RowMajor N-major ([K,N] row-major); D [M,N] as A.
 // No C operand (ElementC void) unless a product adds one (the residual forwards: C bf16, laid out
 // as D, read by the epilogue's TMA load). D is bf16 but for the fp32 weight gradients. The
-// default persistent tile scheduler (Scheduler void: no split-K, no stream-K) makes every output
-// tile one CTA's, summed in one order; the layer weight gradients also use CUTLASS's stream-K
-// scheduler (cutlass::gemm::StreamKScheduler, weight_grad_cutlass.cu).
+// default persistent tile scheduler (no split-K, no stream-K): every output tile is one CTA's,
+// summed in one order.
 template <class LayoutA, class LayoutB, class LayoutD, class Tile, class Cluster, class Schedule,
-          class Fusion, class ElementC = void, class ElementD = Bf16, class Scheduler = void>
+          class Fusion, class ElementC = void, class ElementD = Bf16>
 struct Gemm {
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
@@ -70,8 +69,8 @@ struct Gemm {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       typename Schedule::Mainloop>::CollectiveOp;
-  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<cutlass::gemm::kernel::GemmUniversal<
-      cute::Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<
+      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>>;
 };
 
 // The stride of a matrix whose modes 0 and 1 have `extent0` and `extent1` elements and whose
@@ -149,16 +148,14 @@ using ResidualCooperative128x256 =
     ResidualForwardGemm<cute::Shape<cute::_128, cute::_256, cute::_64>,
                         cute::Shape<cute::_2, cute::_1, cute::_1>, Cooperative>;
 
-// The weight gradients, dW[O,I] (+)= dY[N,O]^T X[N,I] in fp32 over N positions (the LM head's
-// wte over the head's chunks; the layers' Linear weights, weight_grad_cutlass.cu): A = dY^T is
-// M-major, B = X^T N-major, C and D fp32 row-major, D itself as C (beta 1) where it adds.
-using WeightGradSum = cutlass::epilogue::fusion::LinearCombination<float, float, float, float>;
-template <class Tile, class Cluster, class Schedule, class Scheduler = void>
-using WeightGradGemm = typename Gemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
-                                     cutlass::layout::RowMajor, Tile, Cluster, Schedule,
-                                     WeightGradSum, float, float, Scheduler>::Adapter;
+// The LM head's weight gradient, dW[V,C] (+)= dlogits[N,V]^T X[N,C] in fp32 (the tied wte's
+// gradient over the head's chunks of N positions): A = dlogits^T is M-major, B = X^T N-major, C
+// and D fp32 row-major, D itself as C (beta 1) from the second chunk on.
+using HeadWeightGradSum = cutlass::epilogue::fusion::LinearCombination<float, float, float, float>;
 template <class Tile, class Cluster, class Schedule>
-using HeadWeightGradGemm = WeightGradGemm<Tile, Cluster, Schedule>;
+using HeadWeightGradGemm = typename Gemm<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
+                                         cutlass::layout::RowMajor, Tile, Cluster, Schedule,
+                                         HeadWeightGradSum, float, float>::Adapter;
 using HeadWeightGradPingpong128x128 =
     HeadWeightGradGemm<cute::Shape<cute::_128, cute::_128, cute::_64>,
                        cute::Shape<cute::_1, cute::_2, cute::_1>, Pingpong>;

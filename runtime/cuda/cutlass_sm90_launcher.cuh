@@ -2,9 +2,9 @@
 // How the engine's CUTLASS products (gelu_gemm_cutlass, residual_gemm_cutlass) check their
 // operands and launch: refusals that name the operand at fault (std::invalid_argument), the
 // device check (compute capability 9.0: the kernels are built for sm_90a alone), and one
-// initialize() then update() per call, with no workspace or the caller's, so that a call
-// allocates nothing and can be captured in a CUDA graph once it has run eagerly (the first call
-// sets the kernel's shared-memory attribute). Include only from units compiled for sm_90a alone (as
+// initialize() then update() per call with no workspace, so that a call allocates nothing and can
+// be captured in a CUDA graph once it has run eagerly (the first call sets the kernel's
+// shared-memory attribute). Include only from units compiled for sm_90a alone (as
 // cutlass_sm90_gemm.cuh).
 
 #include <cutlass/kernel_hardware_info.h>
@@ -34,10 +34,8 @@ inline void require_aligned(const void* p, const std::string& kernel, const std:
               "bf16 elements)");
 }
 
-// The shape rules of a product over N positions of X[N,I], whose rows lie ldx apart, with O
-// outputs a position: the forwards Y[N,O] = X W[O,I]^T and the weight gradients
-// dW[O,I] = dY[N,O]^T X.
-inline void require_shape(const std::string& kernel, int N, int I, int O, int ldx) {
+// The shape rules of a forward product Y[N,O] = X[N,I] W[O,I]^T whose X rows lie ldx apart.
+inline void require_forward_shape(const std::string& kernel, int N, int I, int O, int ldx) {
   require(N > 0 && I > 0 && O > 0, kernel,
           "empty product: N " + std::to_string(N) + ", I " + std::to_string(I) + ", O " +
               std::to_string(O));
@@ -69,39 +67,6 @@ typename G::Arguments forward_arguments(T* y, const T* x, int ldx, const T* w, i
   return args;
 }
 
-// A weight gradient's operands (dW and dY packed, X's rows ldx apart): the shape rules and every
-// pointer on 16 bytes.
-inline void require_weight_grad_operands(const std::string& kernel, const float* dw, const void* dy,
-                                         const void* x, int N, int I, int O, int ldx) {
-  require_shape(kernel, N, I, O, ldx);
-  require_aligned(dw, kernel, "dW");
-  require_aligned(dy, kernel, "dY");
-  require_aligned(x, kernel, "X");
-}
-
-// dW[O,I] (+)= dY[N,O]^T X[N,I] as M = O (dY's columns), N = I (X's columns), K = N positions:
-// A[M,K] = dY^T with dY's rows O apart, B[N,K] = X^T with X's rows ldx apart, D[M,N] = dW
-// row-major, C = D (beta 1 where `accumulate`; beta 0 makes the epilogue skip C's load).
-template <class G>
-typename G::Arguments weight_grad_arguments(float* dw, const void* dy, const void* x, int N, int I,
-                                            int O, int ldx, bool accumulate) {
-  using Kernel = typename G::GemmKernel;
-  typename G::Arguments args{};
-  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape = {O, I, N, 1};
-  args.mainloop.ptr_A = static_cast<const Bf16*>(dy);
-  args.mainloop.dA = strided<typename Kernel::StrideA>(O, N, O);
-  args.mainloop.ptr_B = static_cast<const Bf16*>(x);
-  args.mainloop.dB = strided<typename Kernel::StrideB>(I, N, ldx);
-  args.epilogue.ptr_C = dw;
-  args.epilogue.ptr_D = dw;
-  args.epilogue.dD = packed_stride<typename Kernel::StrideD>(O, I);
-  args.epilogue.dC = args.epilogue.dD;
-  args.epilogue.thread.alpha = 1.0f;
-  args.epilogue.thread.beta = accumulate ? 1.0f : 0.0f;
-  return args;
-}
-
 inline bool is_sm90(int device) {
   int major = 0, minor = 0;
   RY_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -128,38 +93,24 @@ class Launcher {
 
   const std::string& name() const { return name_; }
 
-  // The workspace `args` asks for on this device (0 for the default persistent scheduler; the
-  // stream-K scheduler's partial tiles and barriers otherwise).
-  size_t workspace_bytes(typename G::Arguments args) const {
-    args.hw_info = hw_;
-    return G::get_workspace_size(args);
-  }
-
-  // `workspace` (16-byte aligned, `bytes` long) for a kernel that needs one: its
-  // barriers are zeroed by a cudaMemsetAsync on `stream` before every launch (a graph node when
-  // captured), its partial tiles are written before they are read.
-  void run(typename G::Arguments args, cudaStream_t stream, void* workspace = nullptr,
-           size_t bytes = 0) {
+  void run(typename G::Arguments args, cudaStream_t stream) {
     args.hw_info = hw_;
     check(G::can_implement(args), name_, "can_implement");
-    const size_t need = G::get_workspace_size(args);
-    if (need > bytes) {
-      // The persistent data-parallel scheduler keeps nothing in a workspace.
-      throw std::runtime_error(
-          name_ + ": CUTLASS " + cutlass::getVersionString() + " asks for " + std::to_string(need) +
-          " bytes of workspace, " + std::to_string(bytes) + " given: " +
-          (bytes == 0 ? "this kernel never needed one; build with nvidia-cutlass 4.2.0.0 "
-                        "(scripts/bootstrap) or -DRAILYARD_CUTLASS=OFF"
-                      : "size it by workspace_bytes() for this shape"));
+    // The persistent data-parallel scheduler and these epilogues keep nothing in a workspace; a
+    // CUTLASS that wants one would need it allocated outside the step's graph.
+    const size_t workspace = G::get_workspace_size(args);
+    if (workspace != 0) {
+      throw std::runtime_error(name_ + ": CUTLASS " + cutlass::getVersionString() + " asks for " +
+                               std::to_string(workspace) +
+                               " bytes of workspace, which this kernel never needed: build with "
+                               "nvidia-cutlass 4.2.0.0 (scripts/bootstrap) or "
+                               "-DRAILYARD_CUTLASS=OFF");
     }
-    if (need > 0) require_aligned(workspace, name_, "the workspace");
     if (!initialized_) {
-      check(gemm_.initialize(args, workspace, stream), name_, "initialize");
+      check(gemm_.initialize(args, nullptr, stream), name_, "initialize");
       initialized_ = true;
     } else {
-      check(G::GemmKernel::initialize_workspace(args, workspace, stream), name_,
-            "initialize_workspace");
-      check(gemm_.update(args, workspace), name_, "update");
+      check(gemm_.update(args), name_, "update");
     }
     // run() asks cudaGetLastError after the launch itself (and so clears it): a failed launch
     // is its kErrorInternal.

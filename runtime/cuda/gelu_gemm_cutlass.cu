@@ -12,7 +12,7 @@ constexpr const char* kName = "CUTLASS fc forward (128x128x64 c1x2 ping-pong)";
 
 void check_operands(const bf16* y, const bf16* pre, const bf16* x, int ldx, const bf16* w,
                     const bf16* bias, int N, int I, int O) {
-  sm90::require_shape(kName, N, I, O, ldx);
+  sm90::require_forward_shape(kName, N, I, O, ldx);
   sm90::require_aligned(y, kName, "Y");
   sm90::require_aligned(pre, kName, "the value before GELU (pre)");
   sm90::require_aligned(x, kName, "X");

@@ -12,7 +12,7 @@ namespace {
 
 void check_operands(const std::string& name, const bf16* y, const bf16* x, int ldx, const bf16* w,
                     const bf16* bias, const bf16* residual, int N, int I, int O) {
-  sm90::require_shape(name, N, I, O, ldx);
+  sm90::require_forward_shape(name, N, I, O, ldx);
   sm90::require_aligned(y, name, "Y");
   sm90::require_aligned(x, name, "X");
   sm90::require_aligned(w, name, "W");

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <exception>
-#include <utility>
 
 #include "cuda_check.hpp"
 #include "graph_memsets.hpp"
@@ -23,8 +22,8 @@ void abandon_capture(cudaStream_t stream) {
 
 }  // namespace
 
-StepGraphs::StepGraphs(bool enabled, std::vector<ScratchRange> scratch)
-    : enabled_(enabled), scratch_(std::move(scratch)) {}
+StepGraphs::StepGraphs(bool enabled, const void* scratch, size_t scratch_bytes)
+    : enabled_(enabled), scratch_(scratch), scratch_bytes_(scratch_bytes) {}
 
 StepGraphs::~StepGraphs() {
   for (auto& [key, e] : graphs_) {
@@ -69,8 +68,8 @@ bool StepGraphs::capture(Entry& e, cudaStream_t stream, const std::function<void
       throw;
     }
     RY_CUDA(cudaStreamEndCapture(stream, &graph));
-    for (const auto& [start, bytes] : scratch_) {
-      if (bytes > 0) memsets_hoisted_ += hoist_scratch_memsets(graph, start, bytes);
+    if (scratch_bytes_ > 0) {
+      memsets_hoisted_ += hoist_scratch_memsets(graph, scratch_, scratch_bytes_);
     }
     memsets_as_kernels_ += replace_small_memsets(graph);
     RY_CUDA(cudaGraphInstantiate(&e.exec, graph, 0));

@@ -26,8 +26,6 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace railyard::cuda {
 
@@ -41,12 +39,11 @@ struct StepKey {
 
 class StepGraphs {
  public:
-  // `enabled` false: every run() launches eagerly (--cuda-graphs off). `scratch`: ranges (start,
-  // bytes) whose memsets each graph zeroes once at its head instead, one zeroing kernel per
-  // range (hoist_scratch_memsets, graph_memsets.hpp; the caller keeps that function's promises
-  // for each: Matmul::slot_arena(), TailZeroedWorkspaces::arena()); empty ones are skipped.
-  using ScratchRange = std::pair<const void*, size_t>;
-  explicit StepGraphs(bool enabled, std::vector<ScratchRange> scratch = {});
+  // `enabled` false: every run() launches eagerly (--cuda-graphs off). [scratch, scratch +
+  // scratch_bytes): a range whose memsets each graph zeroes once at its head instead
+  // (hoist_scratch_memsets, graph_memsets.hpp; the caller keeps that function's promises for
+  // it: Matmul::slot_arena()); none where empty.
+  explicit StepGraphs(bool enabled, const void* scratch = nullptr, size_t scratch_bytes = 0);
   ~StepGraphs();
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;
@@ -74,7 +71,8 @@ class StepGraphs {
   void turn_off(const std::string& why);
 
   bool enabled_;
-  std::vector<ScratchRange> scratch_;
+  const void* scratch_;
+  size_t scratch_bytes_;
   std::string off_reason_;
   std::map<StepKey, Entry> graphs_;
   size_t captured_ = 0, replays_ = 0, memsets_as_kernels_ = 0, memsets_hoisted_ = 0;

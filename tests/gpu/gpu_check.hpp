@@ -78,11 +78,9 @@ struct DevArray {
   }
 };
 
-// `call` captured on a stream of its own into a CUDA graph, rewritten by `rewrite` where given
-// (as StepGraphs rewrites the step's memsets), replayed once and waited for, as the engine's step
-// replays its products.
-inline void run_in_graph(const std::function<void(cudaStream_t)>& call,
-                         const std::function<void(cudaGraph_t)>& rewrite = {}) {
+// `call` captured on a stream of its own into a CUDA graph, replayed once and waited for, as the
+// engine's step replays its products.
+inline void run_in_graph(const std::function<void(cudaStream_t)>& call) {
   cudaStream_t s = nullptr;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -91,7 +89,6 @@ inline void run_in_graph(const std::function<void(cudaStream_t)>& call,
   RY_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   call(s);
   RY_CUDA(cudaStreamEndCapture(s, &graph));
-  if (rewrite) rewrite(graph);
   RY_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   RY_CUDA(cudaGraphLaunch(exec, s));
   RY_CUDA(cudaStreamSynchronize(s));

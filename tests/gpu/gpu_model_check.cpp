@@ -199,7 +199,9 @@ void check_graphs_match_eager(gpu_check::Report& r, const GptConfig& cfg,
 // average). A bucket left out or summed before it is final moves the norm by far more than the
 // tolerance, from the first step on. bf16 runs are compared on their first kBf16NormSteps steps
 // only: later, their trajectories have left the CPU's by rounding by as much as the data drawn
-// makes them (bench/NOTES.md, data seed 1: 0.13-0.23 by step 20 with either norm path).
+// makes them (bench/NOTES.md, data seed 1: 0.13-0.23 by step 20 with either norm path). Their
+// first 4 steps differed by at most 5.3e-3 at data seeds 1-5 (2026-12-03): the bf16 tolerance,
+// 2e-2, is about 4x that.
 void check_norms_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
                            const std::vector<Batch>& data, uint64_t seed) {
   Communicator& comm = Communicator::world();
@@ -217,8 +219,8 @@ void check_norms_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
        {Variant{"fp32", "fp32", 0, kB, false, 1e-3, kSteps},
         Variant{"fp32 --zero 1", "fp32", 1, kB, false, 1e-3, kSteps},
         Variant{"fp32 planned batch 2x (eager)", "fp32", 0, 2 * kB, false, 1e-3, kSteps},
-        Variant{"bf16", "bf16", 0, kB, false, 5e-2, kBf16NormSteps},
-        Variant{"bf16 reduce-bf16 (exchange)", "bf16", 0, kB, true, 5e-2, kBf16NormSteps}}) {
+        Variant{"bf16", "bf16", 0, kB, false, 2e-2, kBf16NormSteps},
+        Variant{"bf16 reduce-bf16 (exchange)", "bf16", 0, kB, true, 2e-2, kBf16NormSteps}}) {
     EngineOptions o = options("cuda", v.precision);
     o.zero_stage = v.zero;
     o.micro_batch = v.batch;
