@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "railyard/checkpoint.hpp"
@@ -19,9 +21,13 @@
 #include "railyard/train_config.hpp"
 #include "railyard/trainer.hpp"
 
-int main(int argc, char** argv) {
-  using namespace railyard;
-  TrainConfig cfg;
+namespace {
+
+using namespace railyard;
+
+// Parses the command line and prepares what must exist before MPI starts: the help, the
+// configuration's warnings and the signal watcher. An exit code where the process ends here.
+std::optional<int> prepare(int argc, char** argv, TrainConfig& cfg, SignalWatcher*& watcher) {
   try {
     cfg = parse_train_config(argc, argv);
   } catch (const UsageError& e) {
@@ -41,7 +47,6 @@ int main(int argc, char** argv) {
   // Installed before MPI starts and until the process ends, deliberately never destroyed: a
   // signal that arrives while MPI starts, after the last step, or in MPI_Finalize at exit must
   // meet the flag-only handler, not the default action that would kill the run.
-  static SignalWatcher* watcher = nullptr;
   try {
     watcher = new SignalWatcher(cfg.signals);
   } catch (const std::invalid_argument& e) {
@@ -52,6 +57,37 @@ int main(int argc, char** argv) {
     if (launcher_rank() == 0) std::fprintf(stderr, "railyard-train: %s\n", why.c_str());
     return exit_code::kUsage;
   }
+  return std::nullopt;
+}
+
+// The run's observers: the progress and JSON logs on rank 0, the metrics file or the memory
+// watch on every rank.
+std::vector<std::unique_ptr<TrainObserver>> make_observers(const TrainConfig& cfg,
+                                                           const Communicator& comm) {
+  std::vector<std::unique_ptr<TrainObserver>> observers;
+  if (comm.rank() == 0) {
+    observers.push_back(std::make_unique<ProgressLog>(stdout, cfg.log_every));
+    if (!cfg.log_json.empty()) observers.push_back(std::make_unique<JsonLog>(cfg.log_json));
+  }
+  // --recompute is advice only where the engine takes it (CUDA) and it is not on yet.
+  const bool recompute_possible = cfg.device != "cpu" && !cfg.recompute;
+  if (!cfg.metrics_file.empty()) {
+    MetricsOptions metrics{cfg.metrics_file, cfg.metrics_interval, cfg.mem_alert, comm.rank(),
+                           comm.size()};
+    metrics.recompute_possible = recompute_possible;
+    observers.push_back(std::make_unique<MetricsObserver>(metrics));
+  } else {
+    observers.push_back(std::make_unique<MemoryWatch>(cfg.mem_alert, recompute_possible));
+  }
+  return observers;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TrainConfig cfg;
+  static SignalWatcher* watcher = nullptr;
+  if (const std::optional<int> code = prepare(argc, argv, cfg, watcher)) return *code;
   Communicator* comm = nullptr;
   try {
     init_checkpoint_io_before_mpi();
@@ -60,20 +96,7 @@ int main(int argc, char** argv) {
     int code = exit_code::kOk;
     std::string message;
     try {
-      if (comm->rank() == 0) {
-        observers.push_back(std::make_unique<ProgressLog>(stdout, cfg.log_every));
-        if (!cfg.log_json.empty()) observers.push_back(std::make_unique<JsonLog>(cfg.log_json));
-      }
-      // --recompute is advice only where the engine takes it (CUDA) and it is not on yet.
-      const bool recompute_possible = cfg.device != "cpu" && !cfg.recompute;
-      if (!cfg.metrics_file.empty()) {
-        MetricsOptions metrics{cfg.metrics_file, cfg.metrics_interval, cfg.mem_alert, comm->rank(),
-                               comm->size()};
-        metrics.recompute_possible = recompute_possible;
-        observers.push_back(std::make_unique<MetricsObserver>(metrics));
-      } else {
-        observers.push_back(std::make_unique<MemoryWatch>(cfg.mem_alert, recompute_possible));
-      }
+      observers = make_observers(cfg, *comm);
     } catch (const std::exception& e) {
       code = exit_code::kUsage, message = e.what();
     }

@@ -195,11 +195,8 @@ void apply_init_from(TrainConfig& c, const po::variables_map& vm) {
   c.positions = h.n_positions;
 }
 
-void validate(TrainConfig& c, const po::variables_map& vm) {
-  if (c.data.empty()) throw UsageError("--data is required: the training token file(s)");
-  c.data = expand(c.data, "data");
-  c.val_data = expand(c.val_data, "val-data");
-  if (!c.init_from.empty()) apply_init_from(c, vm);
+// Each option's own range, one at a time.
+void validate_ranges(const TrainConfig& c) {
   positive(c.layers, "layers");
   positive(c.heads, "heads");
   positive(c.dim, "dim");
@@ -234,21 +231,23 @@ void validate(TrainConfig& c, const po::variables_map& vm) {
   positive(c.keep, "keep");
   require(!c.resume.empty(), "resume", "auto | never | PATH", "''");
   require(c.save_budget > 0, "save-budget", "positive", std::to_string(c.save_budget));
-  const std::string rq = vm["requeue"].as<std::string>();
-  one_of(rq, "requeue", {"on", "off"});
-  c.requeue = rq == "on";
-  if (c.device == "cpu") {
-    // The CPU engine computes in fp32 and has none of the GPU memory options; bf16 is only the
-    // default for GPUs, so an explicit request is an error, the default is not.
-    if (!vm["precision"].defaulted() && c.precision != "fp32") {
-      throw UsageError("--precision " + c.precision +
-                       " needs --device cuda (the CPU computes in fp32)");
-    }
-    c.precision = "fp32";
-    if (c.zero != 0) throw UsageError("--zero 1 needs --device cuda");
-    if (c.recompute) throw UsageError("--recompute needs --device cuda");
-    if (c.reduce_dtype != "fp32") throw UsageError("--reduce-dtype bf16 needs --device cuda");
+}
+
+// The CPU engine computes in fp32 and has none of the GPU memory options; bf16 is only the
+// default for GPUs, so an explicit request is an error, the default is not.
+void validate_cpu_options(TrainConfig& c, const po::variables_map& vm) {
+  if (c.device != "cpu") return;
+  if (!vm["precision"].defaulted() && c.precision != "fp32") {
+    throw UsageError("--precision " + c.precision +
+                     " needs --device cuda (the CPU computes in fp32)");
   }
+  c.precision = "fp32";
+  if (c.zero != 0) throw UsageError("--zero 1 needs --device cuda");
+  if (c.recompute) throw UsageError("--recompute needs --device cuda");
+  if (c.reduce_dtype != "fp32") throw UsageError("--reduce-dtype bf16 needs --device cuda");
+}
+
+void validate_checkpointing(const TrainConfig& c) {
   if (c.ckpt_dir.empty() && (c.ckpt_every > 0 || c.ckpt_interval > 0)) {
     throw UsageError("--ckpt-every / --ckpt-interval need --ckpt-dir");
   }
@@ -259,6 +258,19 @@ void validate(TrainConfig& c, const po::variables_map& vm) {
                        c.resume + "', which is no file)");
     }
   }
+}
+
+void validate(TrainConfig& c, const po::variables_map& vm) {
+  if (c.data.empty()) throw UsageError("--data is required: the training token file(s)");
+  c.data = expand(c.data, "data");
+  c.val_data = expand(c.val_data, "val-data");
+  if (!c.init_from.empty()) apply_init_from(c, vm);
+  validate_ranges(c);
+  const std::string rq = vm["requeue"].as<std::string>();
+  one_of(rq, "requeue", {"on", "off"});
+  c.requeue = rq == "on";
+  validate_cpu_options(c, vm);
+  validate_checkpointing(c);
 }
 
 }  // namespace
