@@ -65,7 +65,7 @@ std::string SdpaPlanChoice::describe() const {
 struct CudnnAttention::Graphs {
   std::shared_ptr<fe::graph::Graph> fwd, bwd;
   SdpaPlanChoice fwd_plan, bwd_plan;
-  size_t workspace = 0;
+  size_t fwd_workspace = 0, bwd_workspace = 0;
 };
 
 CudnnAttention::CudnnAttention() {
@@ -100,12 +100,19 @@ CudnnAttention::Graphs& CudnnAttention::graphs_for(const AttentionShape& s) {
   g->bwd = backward_graph(h, s, true);
   g->bwd_plan =
       build_plan(*g->bwd, h, pinned_sdpa_plan(plan_key(s, SdpaGraph::kBackward)), "backward graph");
-  g->workspace = std::max(workspace_of(*g->fwd), workspace_of(*g->bwd));
+  g->fwd_workspace = workspace_of(*g->fwd);
+  g->bwd_workspace = workspace_of(*g->bwd);
   return *graphs_.emplace(key, std::move(g)).first->second;
 }
 
 size_t CudnnAttention::prepare(const AttentionShape& s) {
-  return graphs_for(s).workspace;
+  const Graphs& g = graphs_for(s);
+  return std::max(g.fwd_workspace, g.bwd_workspace);
+}
+
+size_t CudnnAttention::workspace_bytes(const AttentionShape& s, SdpaGraph graph) {
+  const Graphs& g = graphs_for(s);
+  return graph == SdpaGraph::kForward ? g.fwd_workspace : g.bwd_workspace;
 }
 
 SdpaPlanKey CudnnAttention::plan_key(const AttentionShape& s, SdpaGraph graph) const {
@@ -127,26 +134,40 @@ void CudnnAttention::set_workspace(void* ptr, size_t bytes) {
   workspace_bytes_ = bytes;
 }
 
-void* CudnnAttention::workspace_for(size_t bytes) {
-  if (bytes <= workspace_bytes_) return workspace_;
-  // A shape other than the planned one (an evaluation batch, say) that needs more.
-  if (bytes > overflow_.bytes()) overflow_ = DeviceBuffer(bytes);
+void* CudnnAttention::workspace_for(const Graphs& g, size_t bytes, size_t offset) {
+  if (offset != 0) {
+    if (offset > workspace_bytes_ || bytes > workspace_bytes_ - offset) {
+      throw std::logic_error("CudnnAttention: a staggered workspace at " + std::to_string(offset) +
+                             " does not fit in the planned " + std::to_string(workspace_bytes_) +
+                             " bytes");
+    }
+    return static_cast<char*>(workspace_) + offset;
+  }
+  // Either graph of a shape uses the planned workspace where the larger fits, as the plan sized
+  // it; a shape other than the planned one (an evaluation batch, say) that needs more gets its
+  // own buffer.
+  const size_t larger = std::max(g.fwd_workspace, g.bwd_workspace);
+  if (larger <= workspace_bytes_) return workspace_;
+  if (larger > overflow_.bytes()) overflow_ = DeviceBuffer(larger);
   return overflow_.as<void>();
 }
 
 void CudnnAttention::forward(bf16* out, float* stats, const bf16* qkv, const AttentionShape& s,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, size_t workspace_offset) {
   Graphs& g = graphs_for(s);
   const size_t hd = size_t(s.H) * s.hd;
   bf16* base = const_cast<bf16*>(qkv);  // the variant pack takes non-const pointers
   std::unordered_map<int64_t, void*> pack{
       {kQ, base}, {kK, base + hd}, {kV, base + 2 * hd}, {kO, out}, {kStats, stats}};
   check_cudnn(cudnnSetStream(as_handle(handle_), stream), "cudnnSetStream");
-  check_fe(g.fwd->execute(as_handle(handle_), pack, workspace_for(g.workspace)), "forward");
+  check_fe(
+      g.fwd->execute(as_handle(handle_), pack, workspace_for(g, g.fwd_workspace, workspace_offset)),
+      "forward");
 }
 
 void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* stats,
-                              const bf16* qkv, const AttentionShape& s, cudaStream_t stream) {
+                              const bf16* qkv, const AttentionShape& s, cudaStream_t stream,
+                              size_t workspace_offset) {
   Graphs& g = graphs_for(s);
   const size_t hd = size_t(s.H) * s.hd;
   bf16* base = const_cast<bf16*>(qkv);
@@ -160,7 +181,9 @@ void CudnnAttention::backward(bf16* dqkv, const bf16* dout, const bf16* out, con
                                           {kDK, dqkv + hd},
                                           {kDV, dqkv + 2 * hd}};
   check_cudnn(cudnnSetStream(as_handle(handle_), stream), "cudnnSetStream");
-  check_fe(g.bwd->execute(as_handle(handle_), pack, workspace_for(g.workspace)), "backward");
+  check_fe(
+      g.bwd->execute(as_handle(handle_), pack, workspace_for(g, g.bwd_workspace, workspace_offset)),
+      "backward");
 }
 
 }  // namespace railyard::cuda

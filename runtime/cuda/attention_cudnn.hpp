@@ -42,15 +42,19 @@ class CudnnAttention {
   // Builds the graphs for `s` (if not yet built) and returns the workspace bytes the larger of
   // forward and backward needs. Throws with cuDNN's reason where the shape is unsupported.
   size_t prepare(const AttentionShape& s);
+  // The workspace bytes `s`'s forward or backward graph needs (building the graphs if needed).
+  size_t workspace_bytes(const AttentionShape& s, SdpaGraph graph);
   // The workspace from the allocation plan; a shape needing more gets its own buffer.
   void set_workspace(void* ptr, size_t bytes);
 
-  // out [B, T, H*hd] and stats [B, H, T] (fp32) from qkv [B, T, 3, H, hd].
+  // out [B, T, H*hd] and stats [B, H, T] (fp32) from qkv [B, T, 3, H, hd]. `workspace_offset`:
+  // where in the planned workspace this call's starts (a staggered call, memset_stagger.hpp); it
+  // must fit there (std::logic_error otherwise).
   void forward(bf16* out, float* stats, const bf16* qkv, const AttentionShape& s,
-               cudaStream_t stream);
+               cudaStream_t stream, size_t workspace_offset = 0);
   // dqkv [B, T, 3, H, hd] from dout [B, T, H*hd] and what forward saved.
   void backward(bf16* dqkv, const bf16* dout, const bf16* out, const float* stats, const bf16* qkv,
-                const AttentionShape& s, cudaStream_t stream);
+                const AttentionShape& s, cudaStream_t stream, size_t workspace_offset = 0);
 
   // The plan built for `s`'s forward or backward graph (building the graphs if needed).
   const SdpaPlanChoice& plan(const AttentionShape& s, SdpaGraph graph);
@@ -65,7 +69,8 @@ class CudnnAttention {
  private:
   struct Graphs;
   Graphs& graphs_for(const AttentionShape& s);
-  void* workspace_for(size_t bytes);
+  // The workspace of a call of `g` needing `bytes`, at `offset` in the planned one.
+  void* workspace_for(const Graphs& g, size_t bytes, size_t offset);
 
   void* handle_ = nullptr;  // cudnnHandle_t, kept opaque so this header needs no cuDNN
   std::map<std::pair<int, int>, std::unique_ptr<Graphs>> graphs_;  // by (B, T)

@@ -15,6 +15,7 @@
 #include "adamw_kernels.hpp"
 #include "allocation_plan.hpp"
 #include "attention.hpp"
+#include "attention_stagger.hpp"
 #if RAILYARD_HAVE_CUDNN
 #include "attention_cudnn.hpp"
 #endif
@@ -64,6 +65,15 @@ constexpr bool kDeferColumnSums = true;
 // The norm's partition differs from the full pass's: other bits, the same every run.
 // false (the A/B switch): the full pass over every gradient.
 constexpr bool kNormFromSplits = true;
+
+// cuDNN's attention calls at staggered workspaces, so that the small memsets each issues into
+// its workspace (24 a GPT-2 step, each a ~1.6 us kernel in the graphs) are hoisted to one zeroing
+// kernel at the head of each step graph (memset_stagger.hpp, attention_stagger.hpp). Needs the
+// graphs; same bits (a memset writes constants). false (the A/B switch): one shared workspace,
+// the memsets in place. The stagger takes at most kAttentionStaggerBudget bytes a direction,
+// reserved in the layer scratch (which the larger LM-head logits chunk overlays at GPT-2's size).
+constexpr bool kStaggerAttentionWorkspace = true;
+constexpr size_t kAttentionStaggerBudget = size_t(4) << 20;
 
 #if RAILYARD_HAVE_CUTLASS
 // The attention projection's forward (bf16 on compute capability 9.0): CUTLASS's residual kernel
@@ -165,6 +175,7 @@ class CudaEngine final : public Engine {
   struct ScratchOffsets {
     size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
         partials, wb_prod, norm_slots, split_sumsq, norm_ranges;
+    size_t attn_region_bytes;  // the region cuDNN's workspace and d4 share (fused)
   };
   void plan_memory();
   StateOffsets plan_state(AllocationPlan& plan) const;
@@ -183,8 +194,16 @@ class CudaEngine final : public Engine {
   void loss_head(int N, float dscale, bool grad, bool acc);
   void head_weight_grad(const T* x, int rows, bool acc);
   // The attention block of layer l: from ln1 to atty, and from d(atty) in dB_ to dqkv in qkv_.
-  void attention_block_forward(LayerActs<T>& a, const LayerParams& p, const AttentionShape& s);
-  void attention_block_backward(LayerActs<T>& a, const AttentionShape& s);
+  void attention_block_forward(int l, LayerActs<T>& a, const LayerParams& p,
+                               const AttentionShape& s);
+  void attention_block_backward(int l, LayerActs<T>& a, const AttentionShape& s);
+  // Whether cuDNN's calls get staggered workspaces (kStaggerAttentionWorkspace, with graphs).
+  bool stagger_attention() const { return kStaggerAttentionWorkspace && opts_.cuda_graphs; }
+  // Decides the stagger in the region [region, + bytes) that d4 (d4_bytes) shares: the calls'
+  // workspace offsets, d4's place, the memsets for the graphs to hoist (attention_stagger.hpp).
+  void stagger_attention_calls(char* region, size_t bytes, size_t d4_bytes);
+  // Layer l's cuDNN workspace offset (forward or backward) at shape `s`.
+  size_t attention_workspace_at(bool forward, int l, const AttentionShape& s) const;
   // The fc product with GELU fused: a.gelu and a.fc from a.ln2 (fc_forward_description says
   // which kernel).
   void fc_forward(const LayerActs<T>& a, const LayerParams& p, int N);
@@ -327,6 +346,11 @@ class CudaEngine final : public Engine {
 #if RAILYARD_HAVE_CUDNN
   std::unique_ptr<CudnnAttention> fused_;
 #endif
+  // Staggered cuDNN workspaces (stagger_attention_calls): per layer, the forward's and the
+  // backward's offset in the region (empty: all at its start); the bytes of their memsets.
+  std::vector<size_t> attn_fwd_at_, attn_bwd_at_;
+  std::vector<ScratchRange> attn_hoist_;
+  std::string attn_stagger_note_;
 #if RAILYARD_HAVE_CUTLASS
   std::unique_ptr<CutlassGeluForward> cutlass_fc_;        // bf16 on compute capability 9.0 only
   std::unique_ptr<CutlassResidualForward> cutlass_proj_;  // as cutlass_fc_, if chosen
@@ -377,8 +401,10 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   plan_memory();
   describe_ += attention_description();
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, V_, batch_slots_);
-  graphs_ =
-      std::make_unique<StepGraphs>(opts_.cuda_graphs, mm_->slot_arena(), mm_->slot_arena_bytes());
+  std::vector<StepGraphs::HoistedScratch> hoisted{
+      {"matmul", {{mm_->slot_arena(), mm_->slot_arena_bytes()}}}};
+  if (fused_attention()) hoisted.push_back({"attention", attn_hoist_});
+  graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs, std::move(hoisted));
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
   init_state(seed);
@@ -596,11 +622,14 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   // backward); the layer scratch only inside one layer's forward or backward. Within the layer
   // scratch, cuDNN's workspace is used only inside its attention call, while d4 (fc's gradient,
   // MLP backward) is dead: it lies in its bytes. The built-in attention has no workspace and
-  // uses dA, after d4, inside its backward.
+  // uses dA, after d4, inside its backward. Staggered cuDNN workspaces take up to the budget more
+  // (and an alignment's slack), d4 then at the other end (stagger_attention_calls).
   const size_t d4_bytes = AllocationPlan::aligned(4 * NC * e);
   const size_t mlp_scratch = fused ? d4_bytes : d4_bytes + NC * e;
+  const size_t stagger = stagger_attention() ? kAttentionStaggerBudget + kStaggerAlign : 0;
+  sc.attn_region_bytes = fused ? std::max(attn_ws, mlp_scratch) + stagger : 0;
   const std::vector<size_t> layer_scratch =
-      fused ? std::vector<size_t>{3 * NC * e, std::max(attn_ws, mlp_scratch)}
+      fused ? std::vector<size_t>{3 * NC * e, sc.attn_region_bytes}
             : std::vector<size_t>{3 * NC * e, mlp_scratch, NC * e, probs * e, 3 * NC * e};
   const auto overlaid = plan.add_overlaid("logits / attention workspace and scratch",
                                           {{size_t(head_.rows) * size_t(Vp_) * e}, layer_scratch});
@@ -647,6 +676,11 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   (void)attn_ws;
 #endif
   d4_ = mem_.as<T>(sc.d4);
+  if (fused && stagger_attention()) {
+    // After the layers' buffers and qkv_: the probe runs real calls.
+    stagger_attention_calls(mem_.as<char>(sc.attn_ws), sc.attn_region_bytes,
+                            AllocationPlan::aligned(4 * size_t(Bmax_) * Tmax_ * C_ * sizeof(T)));
+  }
   dA_ = fused ? nullptr : mem_.as<T>(sc.dA);
   dB_ = mem_.as<T>(sc.dB);
   dresid_ = mem_.as<T>(sc.dresid);
@@ -785,7 +819,7 @@ void CudaEngine<T>::forward(int B, int Tn) {
   for (int l = 0; l < L_; ++l) {
     const LayerParams& p = lp_[l];
     LayerActs<T>& a = acts_[l];
-    attention_block_forward(a, p, shape);
+    attention_block_forward(l, a, p, shape);
     // The residual adds are in the projections' epilogues (C = the incoming residual), each sum
     // rounded once; the LayerNorms then read the stored residual, as --recompute's do.
     attn_proj_forward(a, p, N);
@@ -900,7 +934,8 @@ template <typename T>
 std::string CudaEngine<T>::attention_description() const {
 #if RAILYARD_HAVE_CUDNN
   if (fused_) {
-    return " attention:cudnn(" + fused_->describe(AttentionShape{Bmax_, Tmax_, H_, C_ / H_}) + ")";
+    return " attention:cudnn(" + fused_->describe(AttentionShape{Bmax_, Tmax_, H_, C_ / H_}) + ")" +
+           attn_stagger_note_;
   }
 #endif
   return " attention:built-in";
@@ -925,7 +960,7 @@ size_t CudaEngine<T>::choose_attention() {
 }
 
 template <typename T>
-void CudaEngine<T>::attention_block_forward(LayerActs<T>& a, const LayerParams& p,
+void CudaEngine<T>::attention_block_forward(int l, LayerActs<T>& a, const LayerParams& p,
                                             const AttentionShape& s) {
   const int N = s.B * s.T;
   const cudaDataType_t dt = cuda_dtype<T>();
@@ -935,7 +970,7 @@ void CudaEngine<T>::attention_block_forward(LayerActs<T>& a, const LayerParams& 
       // The projection's output is what backward needs: kept as is, read by stride.
       mm_->linear_forward(a.qkvp, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_, nullptr,
                           ln_ld_);
-      fused_->forward(a.atty, a.stats, a.qkvp, s, stream_);
+      fused_->forward(a.atty, a.stats, a.qkvp, s, stream_, attention_workspace_at(true, l, s));
       return;
     }
   }
@@ -943,19 +978,79 @@ void CudaEngine<T>::attention_block_forward(LayerActs<T>& a, const LayerParams& 
   mm_->linear_forward(qkv_, a.ln1, w(p.qkvw), w(p.qkvb), N, C_, 3 * C_, dt, stream_, nullptr,
                       ln_ld_);
   attention_forward(*mm_, a.atty, a.qkvp, a.probs, o_heads_, qkv_, s, stream_);
+  (void)l;
 }
 
 template <typename T>
-void CudaEngine<T>::attention_block_backward(LayerActs<T>& a, const AttentionShape& s) {
+void CudaEngine<T>::attention_block_backward(int l, LayerActs<T>& a, const AttentionShape& s) {
 #if RAILYARD_HAVE_CUDNN
   if constexpr (!kFp32) {
     if (fused_) {
-      fused_->backward(qkv_, dB_, a.atty, a.stats, a.qkvp, s, stream_);
+      fused_->backward(qkv_, dB_, a.atty, a.stats, a.qkvp, s, stream_,
+                       attention_workspace_at(false, l, s));
       return;
     }
   }
 #endif
   attention_backward(*mm_, qkv_, dqkvp_, dprobs_, dA_, dB_, a.qkvp, a.probs, s, stream_);
+  (void)l;
+}
+
+template <typename T>
+size_t CudaEngine<T>::attention_workspace_at(bool forward, int l, const AttentionShape& s) const {
+  const std::vector<size_t>& at = forward ? attn_fwd_at_ : attn_bwd_at_;
+  // The probe placed the calls at the planned shape; another runs eagerly, at the start.
+  if (at.empty() || s.B != Bmax_ || s.T != Tmax_) return 0;
+  return at[size_t(l)];
+}
+
+// Hoisting the staggered memsets keeps graph_memsets.hpp's promises for their bytes: before each
+// memset no node touches them (stagger_workspaces verifies that no earlier call's workspace and
+// not d4, the one other buffer the backward writes in the region meanwhile, reach them; the
+// forward writes none before its last attention call, the LM head's logits come after it);
+// nothing reads what they held before a launch (in either graph they are cuDNN workspace, whose
+// content is undefined at each call, or d4 or the logits, each written by a product before it is
+// read); nothing outside the graphs touches them while one runs.
+template <typename T>
+void CudaEngine<T>::stagger_attention_calls(char* region, size_t bytes, size_t d4_bytes) {
+#if RAILYARD_HAVE_CUDNN
+  if constexpr (!kFp32) {
+    const AttentionShape s{Bmax_, Tmax_, H_, C_ / H_};
+    fused_->set_workspace(region, bytes);
+    std::vector<WorkspaceCalls> kinds(2);
+    kinds[0] = {"fwd", L_, fused_->workspace_bytes(s, SdpaGraph::kForward), false,
+                [&](int j, size_t at) {
+                  fused_->forward(acts_[j].atty, acts_[j].stats, acts_[j].qkvp, s, stream_, at);
+                }};
+    // Backward runs the last layer first; d4 is live between its calls (the MLP's backward).
+    kinds[1] = {"bwd", L_, fused_->workspace_bytes(s, SdpaGraph::kBackward), true,
+                [&](int j, size_t at) {
+                  const LayerActs<T>& a = acts_[L_ - 1 - j];
+                  fused_->backward(qkv_, dB_, a.atty, a.stats, a.qkvp, s, stream_, at);
+                }};
+    WorkspaceStagger st;
+    try {
+      st = stagger_workspaces(stream_, region, bytes, d4_bytes, kAttentionStaggerBudget, kinds);
+    } catch (const std::exception& e) {
+      // A probe's capture failed: one workspace at the region's start, as without the stagger
+      // (the step's own capture then decides whether graphs run at all).
+      (void)cudaGetLastError();
+      attn_stagger_note_ = " attention-memsets:kept (probe failed: " + std::string(e.what()) + ")";
+      return;
+    }
+    attn_fwd_at_.assign(size_t(L_), 0);
+    attn_bwd_at_.assign(size_t(L_), 0);
+    for (int l = 0; l < L_; ++l) {
+      attn_fwd_at_[size_t(l)] = st.kinds[0].offset(l, L_);
+      attn_bwd_at_[size_t(l)] = st.kinds[1].offset(L_ - 1 - l, L_);
+    }
+    d4_ = reinterpret_cast<T*>(region + st.apart);
+    attn_hoist_ = st.hoist;
+    attn_stagger_note_ = " attention-memsets:" + st.describe();
+    return;
+  }
+#endif
+  (void)region, (void)bytes, (void)d4_bytes;
 }
 
 template <typename T>
@@ -1004,7 +1099,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     }
     mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
     mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
-    attention_block_backward(a, shape);
+    attention_block_backward(l, a, shape);
     mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
     weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc, split_sumsq(l, false));
     float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "cuda_check.hpp"
@@ -26,6 +27,22 @@ __global__ void memset_kernel(char* dst, size_t pitch, unsigned value, unsigned 
     } else {
       *p = static_cast<char>(value);
     }
+  }
+}
+
+// The hoisted memsets' zeroing: span blockIdx.y of `spans`, its bytes one a thread.
+constexpr unsigned kMaxZeroSpans = 32;
+struct ZeroSpans {
+  char* begin[kMaxZeroSpans];
+  size_t bytes[kMaxZeroSpans];
+};
+
+__global__ void hoisted_memset_kernel(ZeroSpans spans) {
+  char* dst = spans.begin[blockIdx.y];
+  const size_t n = spans.bytes[blockIdx.y];
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    dst[i] = 0;
   }
 }
 
@@ -75,6 +92,22 @@ cudaGraphNode_t add_memset_kernel(cudaGraph_t graph, const std::vector<cudaGraph
   return kernel;
 }
 
+// A hoisted_memset_kernel node zeroing the first `n` spans of `batch` (the widest `widest`
+// bytes), before each of `roots`.
+void add_zeroing(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& roots,
+                 const ZeroSpans& batch, unsigned n, size_t widest) {
+  ZeroSpans spans = batch;
+  void* args[] = {&spans};
+  cudaKernelNodeParams k{};
+  k.func = reinterpret_cast<void*>(&hoisted_memset_kernel);
+  k.blockDim = dim3(256);
+  k.gridDim = dim3(unsigned(std::min<size_t>((widest + 255) / 256, 1024)), n);
+  k.kernelParams = args;
+  cudaGraphNode_t kernel = nullptr;
+  RY_CUDA(cudaGraphAddKernelNode(&kernel, graph, nullptr, 0, &k));
+  for (cudaGraphNode_t r : roots) RY_CUDA(cudaGraphAddDependencies(graph, &kernel, &r, nullptr, 1));
+}
+
 // Replaces one memset node; false where it is left alone (too large, or edges other than plain).
 bool replace(cudaGraph_t graph, cudaGraphNode_t node) {
   cudaMemsetParams m{};
@@ -100,37 +133,46 @@ bool is_memset(cudaGraphNode_t node) {
   return type == cudaGraphNodeTypeMemset;
 }
 
-// A memset node's bytes [begin, end).
+// A memset node's bytes [begin, end), and the first range of the hoist that holds them.
 struct Span {
   cudaGraphNode_t node;
   uintptr_t begin, end;
+  size_t range;
 };
 
-// `node`'s bytes where it is a memset of zeros to consecutive bytes inside [lo, hi) with only
-// plain edges; none otherwise.
-std::optional<Span> zeroing_inside(cudaGraphNode_t node, uintptr_t lo, uintptr_t hi) {
+// The first of `ranges` that holds [begin, end); ranges.size() where none does.
+size_t range_of(uintptr_t begin, uintptr_t end, const std::vector<ScratchRange>& ranges) {
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const auto lo = reinterpret_cast<uintptr_t>(ranges[i].base);
+    if (begin >= lo && end <= lo + ranges[i].bytes) return i;
+  }
+  return ranges.size();
+}
+
+// `node`'s bytes where it is a memset of zeros to consecutive bytes inside one of `ranges` with
+// only plain edges; none otherwise.
+std::optional<Span> zeroing_inside(cudaGraphNode_t node, const std::vector<ScratchRange>& ranges) {
   cudaMemsetParams m{};
   RY_CUDA(cudaGraphMemsetNodeGetParams(node, &m));
-  const size_t row = m.width * m.elementSize, height = m.height == 0 ? 1 : m.height;
-  const unsigned mask = m.elementSize >= 4 ? ~0u : (1u << (8 * m.elementSize)) - 1;
-  if ((m.value & mask) != 0 || (height > 1 && m.pitch != row) || row == 0) return std::nullopt;
-  const auto begin = reinterpret_cast<uintptr_t>(m.dst);
-  if (begin < lo || begin > hi || row * height > hi - begin) return std::nullopt;
+  const auto bytes = zeroed_bytes(m);
+  if (!bytes) return std::nullopt;
+  const size_t range = range_of(bytes->first, bytes->second, ranges);
+  if (range == ranges.size()) return std::nullopt;
   std::vector<cudaGraphNode_t> nodes;
   std::vector<cudaGraphEdgeData> edges;
   edges_of(node, true, nodes, edges);
   if (!plain(edges)) return std::nullopt;
   edges_of(node, false, nodes, edges);
   if (!plain(edges)) return std::nullopt;
-  return Span{node, begin, begin + row * height};
+  return Span{node, bytes->first, bytes->second, range};
 }
 
-// The hoistable memsets of `graph` in [lo, hi), by address, less those that overlap another.
-std::vector<Span> hoistable(cudaGraph_t graph, uintptr_t lo, uintptr_t hi) {
+// The hoistable memsets of `graph` in `ranges`, by address, less those that overlap another.
+std::vector<Span> hoistable(cudaGraph_t graph, const std::vector<ScratchRange>& ranges) {
   std::vector<Span> found;
   for (cudaGraphNode_t node : graph_nodes(graph)) {
     if (!is_memset(node)) continue;
-    if (const auto s = zeroing_inside(node, lo, hi)) found.push_back(*s);
+    if (const auto s = zeroing_inside(node, ranges)) found.push_back(*s);
   }
   std::sort(found.begin(), found.end(),
             [](const Span& a, const Span& b) { return a.begin < b.begin; });
@@ -175,6 +217,14 @@ std::vector<cudaGraphNode_t> listed(cudaGraph_t graph,
 
 }  // namespace
 
+std::optional<std::pair<uintptr_t, uintptr_t>> zeroed_bytes(const cudaMemsetParams& m) {
+  const size_t row = m.width * m.elementSize, height = m.height == 0 ? 1 : m.height;
+  const unsigned mask = m.elementSize >= 4 ? ~0u : (1u << (8 * m.elementSize)) - 1;
+  if ((m.value & mask) != 0 || (height > 1 && m.pitch != row) || row == 0) return std::nullopt;
+  const auto begin = reinterpret_cast<uintptr_t>(m.dst);
+  return std::make_pair(begin, begin + row * height);
+}
+
 std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) {
   return listed(graph, &cudaGraphGetNodes);
 }
@@ -187,25 +237,67 @@ size_t replace_small_memsets(cudaGraph_t graph) {
   return replaced;
 }
 
-size_t hoist_scratch_memsets(cudaGraph_t graph, const void* base, size_t bytes) {
-  const auto lo = reinterpret_cast<uintptr_t>(base);
-  const std::vector<Span> spans = hoistable(graph, lo, lo + bytes);
-  if (spans.empty()) return 0;
-  uintptr_t end = 0;
+std::vector<size_t> hoist_scratch_memsets(cudaGraph_t graph,
+                                          const std::vector<ScratchRange>& ranges) {
+  std::vector<size_t> counts(ranges.size(), 0);
+  const std::vector<Span> spans = hoistable(graph, ranges);
+  if (spans.empty()) return counts;
+  // Per range, from its first hoisted memset's bytes to its last one's.
+  std::vector<std::pair<uintptr_t, uintptr_t>> zero(ranges.size(), {UINTPTR_MAX, 0});
   for (const Span& s : spans) {
-    end = std::max(end, s.end);
+    ++counts[s.range];
+    zero[s.range].first = std::min(zero[s.range].first, s.begin);
+    zero[s.range].second = std::max(zero[s.range].second, s.end);
     bypass(graph, s.node);
   }
-  // Before every root, so before every node: no node can touch the span while it is zeroed.
+  // Before every root, so before every node: no node can touch the spans while they are zeroed.
   const std::vector<cudaGraphNode_t> roots = listed(graph, &cudaGraphGetRootNodes);
-  cudaMemsetParams zero{};
-  zero.dst = reinterpret_cast<void*>(spans.front().begin);
-  zero.elementSize = 1;
-  zero.width = end - spans.front().begin;
-  zero.height = 1;
-  cudaGraphNode_t kernel = add_memset_kernel(graph, {}, zero);
-  for (cudaGraphNode_t r : roots) RY_CUDA(cudaGraphAddDependencies(graph, &kernel, &r, nullptr, 1));
-  return spans.size();
+  ZeroSpans batch{};
+  unsigned n = 0;
+  size_t widest = 0;
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    if (counts[r] == 0) continue;
+    batch.begin[n] = reinterpret_cast<char*>(zero[r].first);
+    batch.bytes[n] = zero[r].second - zero[r].first;
+    widest = std::max(widest, batch.bytes[n++]);
+    if (n == kMaxZeroSpans) {
+      add_zeroing(graph, roots, batch, n, widest);
+      n = 0;
+      widest = 0;
+    }
+  }
+  if (n > 0) add_zeroing(graph, roots, batch, n, widest);
+  return counts;
+}
+
+std::vector<cudaMemsetParams> captured_memsets(cudaStream_t stream,
+                                               const std::function<void()>& launch) {
+  cudaGraph_t graph = nullptr;
+  RY_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    launch();
+  } catch (...) {
+    // Ends the capture (its error, if the launches broke it, is expected here) before rethrowing.
+    if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr) {
+      cudaGraphDestroy(graph);
+    }
+    (void)cudaGetLastError();
+    throw;
+  }
+  RY_CUDA(cudaStreamEndCapture(stream, &graph));
+  std::vector<cudaMemsetParams> out;
+  try {
+    for (cudaGraphNode_t node : graph_nodes(graph)) {
+      if (!is_memset(node)) continue;
+      out.emplace_back();
+      RY_CUDA(cudaGraphMemsetNodeGetParams(node, &out.back()));
+    }
+  } catch (...) {
+    cudaGraphDestroy(graph);
+    throw;
+  }
+  RY_CUDA(cudaGraphDestroy(graph));
+  return out;
 }
 
 }  // namespace railyard::cuda

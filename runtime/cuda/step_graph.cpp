@@ -2,9 +2,9 @@
 
 #include <cstdio>
 #include <exception>
+#include <utility>
 
 #include "cuda_check.hpp"
-#include "graph_memsets.hpp"
 
 namespace railyard::cuda {
 namespace {
@@ -22,8 +22,16 @@ void abandon_capture(cudaStream_t stream) {
 
 }  // namespace
 
-StepGraphs::StepGraphs(bool enabled, const void* scratch, size_t scratch_bytes)
-    : enabled_(enabled), scratch_(scratch), scratch_bytes_(scratch_bytes) {}
+StepGraphs::StepGraphs(bool enabled, std::vector<HoistedScratch> scratch)
+    : enabled_(enabled), scratch_(std::move(scratch)), hoisted_(scratch_.size(), 0) {
+  for (size_t o = 0; o < scratch_.size(); ++o) {
+    for (const ScratchRange& r : scratch_[o].ranges) {
+      if (r.bytes == 0) continue;
+      ranges_.push_back(r);
+      owner_of_.push_back(o);
+    }
+  }
+}
 
 StepGraphs::~StepGraphs() {
   for (auto& [key, e] : graphs_) {
@@ -68,8 +76,9 @@ bool StepGraphs::capture(Entry& e, cudaStream_t stream, const std::function<void
       throw;
     }
     RY_CUDA(cudaStreamEndCapture(stream, &graph));
-    if (scratch_bytes_ > 0) {
-      memsets_hoisted_ += hoist_scratch_memsets(graph, scratch_, scratch_bytes_);
+    if (!ranges_.empty()) {
+      const std::vector<size_t> n = hoist_scratch_memsets(graph, ranges_);
+      for (size_t i = 0; i < n.size(); ++i) hoisted_[owner_of_[i]] += n[i];
     }
     memsets_as_kernels_ += replace_small_memsets(graph);
     RY_CUDA(cudaGraphInstantiate(&e.exec, graph, 0));
@@ -108,9 +117,15 @@ void StepGraphs::turn_off(const std::string& why) {
 std::string StepGraphs::describe() const {
   if (enabled_ && captured_ == 0) return "cuda-graphs:on";
   if (enabled_) {
+    size_t total = 0;
+    std::string owners;
+    for (size_t o = 0; o < scratch_.size(); ++o) {
+      total += hoisted_[o];
+      owners += (o == 0 ? ": " : ", ") + scratch_[o].owner + " " + std::to_string(hoisted_[o]);
+    }
     return "cuda-graphs:on (" + std::to_string(captured_) + " captured, " +
            std::to_string(replays_) + " launches, " + std::to_string(memsets_as_kernels_) +
-           " memsets as kernels, " + std::to_string(memsets_hoisted_) + " hoisted)";
+           " memsets as kernels, " + std::to_string(total) + " hoisted" + owners + ")";
   }
   if (off_reason_.empty()) return "cuda-graphs:off";
   return "cuda-graphs:off (capture failed)";

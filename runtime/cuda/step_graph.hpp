@@ -26,6 +26,9 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "graph_memsets.hpp"
 
 namespace railyard::cuda {
 
@@ -39,11 +42,15 @@ struct StepKey {
 
 class StepGraphs {
  public:
-  // `enabled` false: every run() launches eagerly (--cuda-graphs off). [scratch, scratch +
-  // scratch_bytes): a range whose memsets each graph zeroes once at its head instead
-  // (hoist_scratch_memsets, graph_memsets.hpp; the caller keeps that function's promises for
-  // it: Matmul::slot_arena()); none where empty.
-  explicit StepGraphs(bool enabled, const void* scratch = nullptr, size_t scratch_bytes = 0);
+  // Ranges whose memsets each graph zeroes once at its head instead (hoist_scratch_memsets,
+  // graph_memsets.hpp; the caller keeps that function's promises for them), by owner ("matmul":
+  // Matmul::slot_arena(); "attention": the bytes cuDNN zeroes in its staggered workspaces).
+  struct HoistedScratch {
+    std::string owner;
+    std::vector<ScratchRange> ranges;
+  };
+  // `enabled` false: every run() launches eagerly (--cuda-graphs off).
+  explicit StepGraphs(bool enabled, std::vector<HoistedScratch> scratch = {});
   ~StepGraphs();
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;
@@ -52,9 +59,9 @@ class StepGraphs {
   // must queue all its work on `stream` (or on streams it forks from and joins back to it).
   void run(const StepKey& key, cudaStream_t stream, const std::function<void()>& launch);
 
-  // "cuda-graphs:on", with "(N captured, M launches, K memsets as kernels, H hoisted)" once
-  // graphs run (the checks read that; graph_memsets.hpp says why memsets become kernels and
-  // what hoisting one means),
+  // "cuda-graphs:on", with "(N captured, M launches, K memsets as kernels, H hoisted: matmul
+  // A, attention B)" once graphs run (the checks read that; graph_memsets.hpp says why memsets
+  // become kernels and what hoisting one means),
   // "cuda-graphs:off", or "cuda-graphs:off (capture failed)".
   std::string describe() const;
 
@@ -71,11 +78,13 @@ class StepGraphs {
   void turn_off(const std::string& why);
 
   bool enabled_;
-  const void* scratch_;
-  size_t scratch_bytes_;
+  std::vector<HoistedScratch> scratch_;
+  std::vector<ScratchRange> ranges_;  // every owner's, in order
+  std::vector<size_t> owner_of_;      // ranges_[i]'s owner in scratch_
   std::string off_reason_;
   std::map<StepKey, Entry> graphs_;
-  size_t captured_ = 0, replays_ = 0, memsets_as_kernels_ = 0, memsets_hoisted_ = 0;
+  size_t captured_ = 0, replays_ = 0, memsets_as_kernels_ = 0;
+  std::vector<size_t> hoisted_;  // per owner
   bool full_logged_ = false;
 };
 
