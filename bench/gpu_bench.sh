@@ -90,6 +90,7 @@ if has build; then
   has cutlass && grep -q "CUTLASS GELU bench: ON" "$W/cmake.log" && extra="$extra cutlass_gelu_bench"
   grep -q "CUTLASS fc forward: ON" "$W/cmake.log" \
     && extra="$extra gpu_cutlass_check gpu_cutlass_residual_check gpu_cutlass_head_check"
+  grep -q "cuDNN attention: ON" "$W/cmake.log" && extra="$extra gpu_attention_stagger_check"
   ninja -C "$BUILD" -j16 railyard-train railyard-data gpu_kernels_check gpu_model_check \
     gpu_graph_memsets_check $extra \
     > "$W/build.log" 2>&1 || { grep -E "error|FAILED" "$W/build.log" | head -30; exit 1; }
@@ -101,6 +102,10 @@ if has check; then
   timeout 300 "$BUILD/tests/gpu/gpu_kernels_check" 2>&1 | tee "$W/checks.log"
   log check: small memsets of a graph as kernels, workspace-slot memsets hoisted
   timeout 120 "$BUILD/tests/gpu/gpu_graph_memsets_check" 2>&1 | tee -a "$W/checks.log"
+  if [ -x "$BUILD/tests/gpu/gpu_attention_stagger_check" ]; then
+    log check: cuDNN attention at staggered workspaces, its memsets hoisted
+    timeout 300 "$BUILD/tests/gpu/gpu_attention_stagger_check" 2>&1 | tee -a "$W/checks.log"
+  fi
   if [ -x "$BUILD/tests/gpu/gpu_cutlass_check" ]; then
     log check: the CUTLASS fc forward
     timeout 300 "$BUILD/tests/gpu/gpu_cutlass_check" 2>&1 | tee -a "$W/checks.log"

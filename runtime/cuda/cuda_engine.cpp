@@ -175,7 +175,7 @@ class CudaEngine final : public Engine {
   struct ScratchOffsets {
     size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
         partials, wb_prod, norm_slots, split_sumsq, norm_ranges;
-    size_t attn_region_bytes;  // the region cuDNN's workspace and d4 share (fused)
+    size_t attn_region_bytes, d4_bytes;  // the region cuDNN's workspace and d4 share (fused)
   };
   void plan_memory();
   StateOffsets plan_state(AllocationPlan& plan) const;
@@ -624,7 +624,7 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   // MLP backward) is dead: it lies in its bytes. The built-in attention has no workspace and
   // uses dA, after d4, inside its backward. Staggered cuDNN workspaces take up to the budget more
   // (and an alignment's slack), d4 then at the other end (stagger_attention_calls).
-  const size_t d4_bytes = AllocationPlan::aligned(4 * NC * e);
+  const size_t d4_bytes = sc.d4_bytes = AllocationPlan::aligned(4 * NC * e);
   const size_t mlp_scratch = fused ? d4_bytes : d4_bytes + NC * e;
   const size_t stagger = stagger_attention() ? kAttentionStaggerBudget + kStaggerAlign : 0;
   sc.attn_region_bytes = fused ? std::max(attn_ws, mlp_scratch) + stagger : 0;
@@ -676,11 +676,6 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   (void)attn_ws;
 #endif
   d4_ = mem_.as<T>(sc.d4);
-  if (fused && stagger_attention()) {
-    // After the layers' buffers and qkv_: the probe runs real calls.
-    stagger_attention_calls(mem_.as<char>(sc.attn_ws), sc.attn_region_bytes,
-                            AllocationPlan::aligned(4 * size_t(Bmax_) * Tmax_ * C_ * sizeof(T)));
-  }
   dA_ = fused ? nullptr : mem_.as<T>(sc.dA);
   dB_ = mem_.as<T>(sc.dB);
   dresid_ = mem_.as<T>(sc.dresid);
@@ -693,6 +688,10 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
     norm_ranges_ = mem_.as<SumsqRange>(sc.norm_ranges);
     RY_CUDA(cudaMemcpy(norm_ranges_, norm_range_table_.data(),
                        norm_range_table_.size() * sizeof(SumsqRange), cudaMemcpyHostToDevice));
+  }
+  if (fused && stagger_attention()) {
+    // Last: the probe runs real calls, on the layers' buffers, qkv_ and dB_.
+    stagger_attention_calls(mem_.as<char>(sc.attn_ws), sc.attn_region_bytes, sc.d4_bytes);
   }
 }
 

@@ -2,8 +2,8 @@
 // 4-, 2- and 1-byte elements, pitched and flat, where a later one overwrites part of an earlier
 // one (so their order shows), and one above the size limit that must stay a memset node. The
 // bytes after a launch must equal the same memsets applied in order on the host.
-// Then hoisting memsets of zeros out of a scratch range (hoist_scratch_memsets): which memsets go
-// and which stay (outside or across the range's end, not zeros, overlapping, pitched), the bytes
+// Then hoisting memsets of zeros out of two scratch ranges (hoist_scratch_memsets): which memsets
+// go and which stay (outside or across a range's end, not zeros, overlapping, pitched), the bytes
 // after a launch; and a graph of cuBLASLt products captured with Matmul's workspace slots, whose
 // tile-counter memsets must all go and whose outputs must be the eager launches' bits, launch
 // after launch.
@@ -116,16 +116,19 @@ void check_as_kernels(gpu_check::Report& r) {
   RY_CUDA(cudaGraphDestroy(g));
 }
 
-// Scratch [0, kScratch) of the buffer; the memsets of zeros wholly inside it, disjoint from the
-// others and flat, go; the rest stay, in order, after the zeroing at the graph's head.
+// Scratch ranges [0, kScratch) and [kSecond, kSecond + 1024) of the buffer; the memsets of zeros
+// wholly inside one, disjoint from the others and flat, go; the rest stay, in order, after the
+// zeroing at the graph's head (one kernel, a span per range).
 void check_hoisting(gpu_check::Report& r) {
-  constexpr size_t kScratch = 64u << 10;
+  constexpr size_t kScratch = 64u << 10, kSecond = kScratch + 8192;
   cuda::DeviceBuffer buf(2 * kScratch);
   const std::vector<Set> hoisted = {
-      {0, 0, 4, 1, 0u, 4},             // the first node: its dependent becomes a root
-      {256, 0, 131, 1, 0u, 1},         //
-      {512, 0, 2, 1, 0xFFFF0000u, 2},  // zeros in the element's low bytes
-      {4096, 256, 256, 2, 0u, 1},      // two rows, pitch = row: consecutive bytes
+      {0, 0, 4, 1, 0u, 4},               // the first node: its dependent becomes a root
+      {256, 0, 131, 1, 0u, 1},           //
+      {512, 0, 2, 1, 0xFFFF0000u, 2},    // zeros in the element's low bytes
+      {4096, 256, 256, 2, 0u, 1},        // two rows, pitch = row: consecutive bytes
+      {kSecond + 100, 0, 50, 1, 0u, 1},  // the second range
+      {kSecond + 600, 0, 16, 1, 0u, 1},  //
   };
   const std::vector<Set> kept = {
       {768, 0, 16, 1, 0x5Au, 1},         // not zeros
@@ -133,7 +136,8 @@ void check_hoisting(gpu_check::Report& r) {
       {1028, 0, 8, 1, 0u, 1},            //
       {2048, 256, 8, 2, 0u, 1},          // pitched, with a gap
       {kScratch - 2, 0, 4, 1, 0u, 1},    // across the scratch's end
-      {kScratch + 100, 0, 4, 1, 0u, 1},  // outside
+      {kScratch + 100, 0, 4, 1, 0u, 1},  // outside both
+      {kSecond + 1020, 0, 8, 1, 0u, 1},  // across the second range's end
   };
   std::vector<Set> chain;  // interleaved, so removed nodes sit between kept ones
   for (size_t i = 0; i < kept.size(); ++i) {
@@ -141,17 +145,20 @@ void check_hoisting(gpu_check::Report& r) {
     chain.push_back(kept[i]);
   }
   std::vector<uint8_t> ref(2 * kScratch, 0xFF);
-  std::fill(ref.begin(), ref.begin() + 4096 + 512, 0);  // the span of the hoisted memsets, first
+  // The span of each range's hoisted memsets, first.
+  std::fill(ref.begin(), ref.begin() + 4096 + 512, 0);
+  std::fill(ref.begin() + kSecond + 100, ref.begin() + kSecond + 616, 0);
   for (const Set& s : kept) apply(ref, params_of(s, buf.as<uint8_t>()), s.offset);
   cudaGraph_t g = memset_chain(chain, buf.as<uint8_t>(), nullptr);
   RY_CUDA(cudaMemset(buf.as<uint8_t>(), 0xFF, 2 * kScratch));
-  const size_t n = cuda::hoist_scratch_memsets(g, buf.as<uint8_t>(), kScratch);
+  const std::vector<size_t> n = cuda::hoist_scratch_memsets(
+      g, {{buf.as<uint8_t>(), kScratch}, {buf.as<uint8_t>() + kSecond, 1024}});
   const size_t left = count_nodes(g, cudaGraphNodeTypeMemset);
   size_t roots = 0;
   RY_CUDA(cudaGraphGetRootNodes(g, nullptr, &roots));
-  std::printf("%zu memset node(s) hoisted, %zu kept, %zu root(s)\n", n, left, roots);
-  if (n != hoisted.size() || left != kept.size() || roots != 1) {
-    r.fail("hoisting: 4 memsets hoisted, 6 kept, the zeroing the one root");
+  std::printf("%zu + %zu memset node(s) hoisted, %zu kept, %zu root(s)\n", n[0], n[1], left, roots);
+  if (n.size() != 2 || n[0] != 4 || n[1] != 2 || left != kept.size() || roots != 1) {
+    r.fail("hoisting: 4 + 2 memsets hoisted, 7 kept, the zeroing the one root");
   }
   same_bytes(r, "memsets hoisted, the rest in order", launched(g, buf.as<uint8_t>(), 2 * kScratch),
              ref);
@@ -223,7 +230,8 @@ void check_products(gpu_check::Report& r) {
   RY_CUDA(cudaStreamEndCapture(s, &g));
   const size_t all = count_nodes(g, cudaGraphNodeTypeMemset);
   const size_t in_slots = memsets_in(g, mm.slot_arena(), mm.slot_arena_bytes());
-  const size_t hoisted = cuda::hoist_scratch_memsets(g, mm.slot_arena(), mm.slot_arena_bytes());
+  const size_t hoisted =
+      cuda::hoist_scratch_memsets(g, {{mm.slot_arena(), mm.slot_arena_bytes()}}).at(0);
   cuda::replace_small_memsets(g);
   std::printf("products: %zu memset node(s), %zu in workspace slots, %zu hoisted, %zu elsewhere\n",
               all, in_slots, hoisted, all - in_slots);

@@ -160,6 +160,20 @@ void check_reproducible(gpu_check::Report& r, const GptConfig& cfg, const std::v
   }
 }
 
+// Where the engine staggered cuDNN's workspaces (its start line's "attention-memsets:", with
+// "B apart" for a kind that staggers), the graphs hoisted their memsets ("attention N", N > 0).
+void check_attention_hoisted(gpu_check::Report& r, const std::string& what, const std::string& d) {
+  const size_t note = d.find("attention-memsets:");
+  if (note == std::string::npos) return;
+  const std::string stagger = d.substr(note, d.find(" cuda-graphs") - note);
+  const bool staggered = stagger.find(" B apart") != std::string::npos;
+  const bool hoisted = d.find(", attention 0)") == std::string::npos;
+  const bool ok = !staggered || hoisted;
+  std::printf("%-4s %-44s %s\n", ok ? "ok" : "FAIL", (what + ": attention memsets").c_str(),
+              stagger.c_str());
+  if (!ok) r.fail(what + ": attention workspaces staggered, but no memset hoisted (" + d + ")");
+}
+
 // The step replayed as CUDA graphs gives the bits of the eager launches, and the graphs really
 // ran (a capture that failed falls back to eager launches, which would make the comparison moot).
 void check_graphs_match_eager(gpu_check::Report& r, const GptConfig& cfg,
@@ -190,6 +204,7 @@ void check_graphs_match_eager(gpu_check::Report& r, const GptConfig& cfg,
     std::printf("%-4s %-44s %s\n", ran ? "ok" : "FAIL", (what + ": graphs ran").c_str(),
                 d.substr(d.find("cuda-graphs")).c_str());
     if (!ran) r.fail(what + ": the graphs did not run (" + d + ")");
+    check_attention_hoisted(r, what, d);
   }
 }
 
