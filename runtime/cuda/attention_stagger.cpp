@@ -124,11 +124,12 @@ WorkspaceStagger stagger_workspaces(cudaStream_t stream, void* region, size_t re
   // Where no guarded kind staggers after all, the other buffer goes back to the start (where a
   // later guarded one still does, it was verified against this place).
   if (guarded_kind(kinds, out) == kinds.size()) out.apart = 0;
+  out.hoist.resize(kinds.size());
   for (size_t i = 0; i < kinds.size(); ++i) {
     if (out.kinds[i].stagger.order == StaggerOrder::kKeep) continue;
     for (int j = 0; j < kinds[i].calls; ++j) {
       for (const ByteSpan& m : out.kinds[i].memsets_of(j, kinds[i].calls)) {
-        out.hoist.push_back({static_cast<const char*>(region) + m.begin, m.end - m.begin});
+        out.hoist[i].push_back({static_cast<const char*>(region) + m.begin, m.end - m.begin});
       }
     }
   }

@@ -38,7 +38,8 @@ struct WorkspaceStagger {
   std::vector<std::string> names;
   std::vector<StaggeredCalls> kinds;  // as the WorkspaceCalls were given
   size_t apart = 0;                   // the other buffer's offset in the region
-  std::vector<ScratchRange> hoist;    // every staggered call's memsets, in device bytes
+  // Per kind, every call's memsets in device bytes where it staggers (else none).
+  std::vector<std::vector<ScratchRange>> hoist;
   // "fwd 256 B apart, later calls lower; bwd kept: <why>"
   std::string describe() const;
 };

@@ -349,7 +349,7 @@ class CudaEngine final : public Engine {
   // Staggered cuDNN workspaces (stagger_attention_calls): per layer, the forward's and the
   // backward's offset in the region (empty: all at its start); the bytes of their memsets.
   std::vector<size_t> attn_fwd_at_, attn_bwd_at_;
-  std::vector<ScratchRange> attn_hoist_;
+  std::vector<ScratchRange> attn_fwd_hoist_, attn_bwd_hoist_;
   std::string attn_stagger_note_;
 #if RAILYARD_HAVE_CUTLASS
   std::unique_ptr<CutlassGeluForward> cutlass_fc_;        // bf16 on compute capability 9.0 only
@@ -403,7 +403,10 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   input_ = std::make_unique<InputPipeline>(size_t(Bmax_) * Tmax_, V_, batch_slots_);
   std::vector<StepGraphs::HoistedScratch> hoisted{
       {"matmul", {{mm_->slot_arena(), mm_->slot_arena_bytes()}}}};
-  if (fused_attention()) hoisted.push_back({"attention", attn_hoist_});
+  if (fused_attention()) {
+    hoisted.push_back({"attention-fwd", attn_fwd_hoist_, kForwardPhase});
+    hoisted.push_back({"attention-bwd", attn_bwd_hoist_, kBackwardPhase});
+  }
   graphs_ = std::make_unique<StepGraphs>(opts_.cuda_graphs, std::move(hoisted));
   RY_CUDA(cudaEventCreateWithFlags(&losses_ready_, cudaEventDisableTiming));
   RY_CUDA(cudaEventCreateWithFlags(&norm_ready_, cudaEventDisableTiming));
@@ -1003,13 +1006,16 @@ size_t CudaEngine<T>::attention_workspace_at(bool forward, int l, const Attentio
   return at[size_t(l)];
 }
 
-// Hoisting the staggered memsets keeps graph_memsets.hpp's promises for their bytes: before each
-// memset no node touches them (stagger_workspaces verifies that no earlier call's workspace and
-// not d4, the one other buffer the backward writes in the region meanwhile, reach them; the
-// forward writes none before its last attention call, the LM head's logits come after it);
-// nothing reads what they held before a launch (in either graph they are cuDNN workspace, whose
-// content is undefined at each call, or d4 or the logits, each written by a product before it is
-// read); nothing outside the graphs touches them while one runs.
+// Hoisting the staggered memsets (the forward's in the forward graphs, the backward's in the
+// backward graphs) keeps graph_memsets.hpp's promises for their bytes: before each memset no
+// node touches them (stagger_workspaces verifies that no earlier call's workspace and not d4,
+// the one other buffer the backward writes in the region meanwhile, reach them; the forward
+// writes nothing else there before its last attention call, the LM head's logits come after
+// it); nothing reads what they held before a launch (in either graph they are cuDNN workspace,
+// whose content is undefined at each call, or d4 or the logits, each written by a product before
+// it is read); nothing outside the graphs touches them while one runs (evaluation and other
+// shapes run eagerly, in stream order). No other memset lies inside them: the engine issues none
+// in the step, the libraries' go into their own workspaces.
 template <typename T>
 void CudaEngine<T>::stagger_attention_calls(char* region, size_t bytes, size_t d4_bytes) {
 #if RAILYARD_HAVE_CUDNN
@@ -1044,7 +1050,8 @@ void CudaEngine<T>::stagger_attention_calls(char* region, size_t bytes, size_t d
       attn_bwd_at_[size_t(l)] = st.kinds[1].offset(L_ - 1 - l, L_);
     }
     d4_ = reinterpret_cast<T*>(region + st.apart);
-    attn_hoist_ = st.hoist;
+    attn_fwd_hoist_ = st.hoist[0];
+    attn_bwd_hoist_ = st.hoist[1];
     attn_stagger_note_ = " attention-memsets:" + st.describe();
     return;
   }

@@ -23,15 +23,7 @@ void abandon_capture(cudaStream_t stream) {
 }  // namespace
 
 StepGraphs::StepGraphs(bool enabled, std::vector<HoistedScratch> scratch)
-    : enabled_(enabled), scratch_(std::move(scratch)), hoisted_(scratch_.size(), 0) {
-  for (size_t o = 0; o < scratch_.size(); ++o) {
-    for (const ScratchRange& r : scratch_[o].ranges) {
-      if (r.bytes == 0) continue;
-      ranges_.push_back(r);
-      owner_of_.push_back(o);
-    }
-  }
-}
+    : enabled_(enabled), scratch_(std::move(scratch)), hoisted_(scratch_.size(), 0) {}
 
 StepGraphs::~StepGraphs() {
   for (auto& [key, e] : graphs_) {
@@ -58,13 +50,30 @@ void StepGraphs::run(const StepKey& key, cudaStream_t stream, const std::functio
   Entry& e = it->second;
   if (e.exec == nullptr) {
     // The first call is the warm-up; the second captures.
-    if (++e.calls < 2 || !capture(e, stream, launch)) return launch();
+    if (++e.calls < 2 || !capture(e, key.phase, stream, launch)) return launch();
   }
   RY_CUDA(cudaGraphLaunch(e.exec, stream));
   ++replays_;
 }
 
-bool StepGraphs::capture(Entry& e, cudaStream_t stream, const std::function<void()>& launch) {
+void StepGraphs::hoist(cudaGraph_t graph, int phase) {
+  std::vector<ScratchRange> ranges;
+  std::vector<size_t> owner;  // ranges[i]'s in scratch_
+  for (size_t o = 0; o < scratch_.size(); ++o) {
+    if (scratch_[o].phase >= 0 && scratch_[o].phase != phase) continue;
+    for (const ScratchRange& r : scratch_[o].ranges) {
+      if (r.bytes == 0) continue;
+      ranges.push_back(r);
+      owner.push_back(o);
+    }
+  }
+  if (ranges.empty()) return;
+  const std::vector<size_t> n = hoist_scratch_memsets(graph, ranges);
+  for (size_t i = 0; i < n.size(); ++i) hoisted_[owner[i]] += n[i];
+}
+
+bool StepGraphs::capture(Entry& e, int phase, cudaStream_t stream,
+                         const std::function<void()>& launch) {
   cudaGraph_t graph = nullptr;
   std::string why;
   try {
@@ -76,10 +85,7 @@ bool StepGraphs::capture(Entry& e, cudaStream_t stream, const std::function<void
       throw;
     }
     RY_CUDA(cudaStreamEndCapture(stream, &graph));
-    if (!ranges_.empty()) {
-      const std::vector<size_t> n = hoist_scratch_memsets(graph, ranges_);
-      for (size_t i = 0; i < n.size(); ++i) hoisted_[owner_of_[i]] += n[i];
-    }
+    hoist(graph, phase);
     memsets_as_kernels_ += replace_small_memsets(graph);
     RY_CUDA(cudaGraphInstantiate(&e.exec, graph, 0));
   } catch (const std::exception& ex) {

@@ -42,12 +42,14 @@ struct StepKey {
 
 class StepGraphs {
  public:
-  // Ranges whose memsets each graph zeroes once at its head instead (hoist_scratch_memsets,
-  // graph_memsets.hpp; the caller keeps that function's promises for them), by owner ("matmul":
-  // Matmul::slot_arena(); "attention": the bytes cuDNN zeroes in its staggered workspaces).
+  // Ranges whose memsets a graph zeroes once at its head instead (hoist_scratch_memsets,
+  // graph_memsets.hpp; the caller keeps that function's promises for them in those graphs), by
+  // owner ("matmul": Matmul::slot_arena(); "attention-fwd": the bytes cuDNN's forward calls zero
+  // in their staggered workspaces), in the graphs of one StepKey::phase or (-1) in every graph.
   struct HoistedScratch {
     std::string owner;
     std::vector<ScratchRange> ranges;
+    int phase = -1;
   };
   // `enabled` false: every run() launches eagerly (--cuda-graphs off).
   explicit StepGraphs(bool enabled, std::vector<HoistedScratch> scratch = {});
@@ -60,8 +62,8 @@ class StepGraphs {
   void run(const StepKey& key, cudaStream_t stream, const std::function<void()>& launch);
 
   // "cuda-graphs:on", with "(N captured, M launches, K memsets as kernels, H hoisted: matmul
-  // A, attention B)" once graphs run (the checks read that; graph_memsets.hpp says why memsets
-  // become kernels and what hoisting one means),
+  // A, attention-fwd B, attention-bwd C)" (per owner) once graphs run (the checks read that;
+  // graph_memsets.hpp says why memsets become kernels and what hoisting one means),
   // "cuda-graphs:off", or "cuda-graphs:off (capture failed)".
   std::string describe() const;
 
@@ -73,14 +75,15 @@ class StepGraphs {
     int calls = 0;
     cudaGraphExec_t exec = nullptr;
   };
-  // Captures `launch` into e.exec; false (capture dropped, graphs off) on failure.
-  bool capture(Entry& e, cudaStream_t stream, const std::function<void()>& launch);
+  // Captures `launch` (of phase `phase`) into e.exec; false (capture dropped, graphs off) on
+  // failure.
+  bool capture(Entry& e, int phase, cudaStream_t stream, const std::function<void()>& launch);
+  // The memsets of `phase`'s ranges in `graph` hoisted, counted by owner.
+  void hoist(cudaGraph_t graph, int phase);
   void turn_off(const std::string& why);
 
   bool enabled_;
   std::vector<HoistedScratch> scratch_;
-  std::vector<ScratchRange> ranges_;  // every owner's, in order
-  std::vector<size_t> owner_of_;      // ranges_[i]'s owner in scratch_
   std::string off_reason_;
   std::map<StepKey, Entry> graphs_;
   size_t captured_ = 0, replays_ = 0, memsets_as_kernels_ = 0;

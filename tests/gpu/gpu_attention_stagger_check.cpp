@@ -142,16 +142,16 @@ size_t zero_memsets_in(cudaGraph_t g, const cuda::DeviceBuffer& region) {
   return k;
 }
 
-// `queue` captured on `s`, its memsets in `st`'s ranges hoisted and the small ones made kernels,
-// as the step graphs do; how many were hoisted and how many zero memsets stay in the region.
-cudaGraphExec_t captured(Step& step, const cuda::WorkspaceStagger& st, cudaStream_t s,
+// `queue` captured on `s`, its memsets in `ranges` hoisted and the small ones made kernels, as
+// the step graphs do; how many were hoisted and how many zero memsets stay in the region.
+cudaGraphExec_t captured(Step& step, const std::vector<cuda::ScratchRange>& ranges, cudaStream_t s,
                          const std::function<void()>& queue, size_t& hoisted, size_t& left) {
   cudaGraph_t g = nullptr;
   RY_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   queue();
   RY_CUDA(cudaStreamEndCapture(s, &g));
   hoisted = 0;
-  for (size_t n : cuda::hoist_scratch_memsets(g, st.hoist)) hoisted += n;
+  for (size_t n : cuda::hoist_scratch_memsets(g, ranges)) hoisted += n;
   left = zero_memsets_in(g, step.region);
   cuda::replace_small_memsets(g);
   cudaGraphExec_t exec = nullptr;
@@ -196,9 +196,9 @@ void check_shape(gpu_check::Report& r, const cuda::AttentionShape& sh, bool expe
 
   size_t hoisted[2] = {0, 0}, left[2] = {0, 0};
   cudaGraphExec_t fwd = captured(
-      step, st, s, [&] { step.forward_all(&st, s); }, hoisted[0], left[0]);
+      step, st.hoist[0], s, [&] { step.forward_all(&st, s); }, hoisted[0], left[0]);
   cudaGraphExec_t bwd = captured(
-      step, st, s, [&] { step.backward_all(&st, st.apart, s); }, hoisted[1], left[1]);
+      step, st.hoist[1], s, [&] { step.backward_all(&st, st.apart, s); }, hoisted[1], left[1]);
   for (int k = 0; k < 2; ++k) {
     const bool ok = hoisted[k] == kLayers * per_call[k] && (per_call[k] == 0 || left[k] == 0);
     std::printf("%-4s %s%s graph: %zu memset(s) hoisted (%d x %zu), %zu zero memset(s) left\n",
