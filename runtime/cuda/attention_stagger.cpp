@@ -26,9 +26,9 @@ std::vector<ByteSpan> region_memsets(const std::vector<cudaMemsetParams>& params
     if (dst < lo || dst >= hi) continue;
     const auto zeroed = zeroed_bytes(m);
     if (!zeroed) {
-      odd = "a memset of other than zeros to consecutive bytes";
+      odd = "a memset not of zeros to consecutive bytes";
     } else if (zeroed->second > hi) {
-      odd = "a memset across the workspace region's end";
+      odd = "a memset across the region's end";
     } else {
       out.push_back({zeroed->first - lo, zeroed->second - lo});
     }
@@ -56,7 +56,7 @@ StaggeredCalls plan_kind(cudaStream_t stream, void* region, size_t region_bytes,
   c.memsets = probe(stream, region, region_bytes, k, 0, 0, odd);
   c.stagger = odd.empty() ? plan_stagger(k.calls, k.workspace, c.memsets, budget) : kept(odd);
   if (!place_in_region(c, k.calls, region_bytes)) {
-    c.stagger = kept("the staggered workspaces do not fit in the region");
+    c.stagger = kept("does not fit the region");
     c.base = 0;
   }
   return c;
@@ -73,11 +73,11 @@ std::string verify(cudaStream_t stream, void* region, size_t region_bytes, const
     memsets.push_back(probe(stream, region, region_bytes, k, j, c.offset(j, k.calls), odd));
     if (!odd.empty()) return odd;
     if (memsets.back() != c.memsets_of(j, k.calls)) {
-      return "call " + std::to_string(j) + "'s memsets did not move with its workspace";
+      return "call " + std::to_string(j) + "'s memsets did not move with it";
     }
     workspaces.push_back(c.workspace_of(j, k.calls));
   }
-  if (!memsets_exclusive(workspaces, memsets, others)) return "the memsets are not exclusive";
+  if (!memsets_exclusive(workspaces, memsets, others)) return "memsets not exclusive";
   return "";
 }
 

@@ -40,7 +40,7 @@ struct WorkspaceStagger {
   size_t apart = 0;                   // the other buffer's offset in the region
   // Per kind, every call's memsets in device bytes where it staggers (else none).
   std::vector<std::vector<ScratchRange>> hoist;
-  // "fwd 256 B apart, later calls lower; bwd kept: <why>"
+  // "fwd 256 B apart, later lower; bwd kept (<why>)"
   std::string describe() const;
 };
 

@@ -1040,7 +1040,7 @@ void CudaEngine<T>::stagger_attention_calls(char* region, size_t bytes, size_t d
       // A probe's capture failed: one workspace at the region's start, as without the stagger
       // (the step's own capture then decides whether graphs run at all).
       (void)cudaGetLastError();
-      attn_stagger_note_ = " attention-memsets:kept (probe failed: " + std::string(e.what()) + ")";
+      attn_stagger_note_ = " attention-memsets:kept (probe: " + std::string(e.what()) + ")";
       return;
     }
     attn_fwd_at_.assign(size_t(L_), 0);

@@ -39,8 +39,8 @@ size_t Stagger::extent(int calls, size_t workspace) const {
 }
 
 std::string Stagger::describe() const {
-  if (order == StaggerOrder::kKeep) return "kept: " + why;
-  return std::to_string(stride) + " B apart, later calls " +
+  if (order == StaggerOrder::kKeep) return "kept (" + why + ")";
+  return std::to_string(stride) + " B apart, later " +
          (order == StaggerOrder::kLaterLower ? "lower" : "higher");
 }
 
@@ -59,8 +59,8 @@ Stagger plan_stagger(int calls, size_t workspace, const std::vector<ByteSpan>& m
   s.order = lower <= higher ? StaggerOrder::kLaterLower : StaggerOrder::kLaterHigher;
   s.stride = std::min(lower, higher);
   if (size_t(calls) * s.stride > budget) {
-    return keep("the memsets need " + std::to_string(s.stride) + " B a call, over the budget of " +
-                std::to_string(budget) + " B for " + std::to_string(calls));
+    return keep("needs " + std::to_string(calls) + " x " + std::to_string(s.stride) +
+                " B, budget " + std::to_string(budget));
   }
   return s;
 }

@@ -45,7 +45,7 @@ struct Stagger {
   size_t offset(int call, int calls) const;
   // The bytes the calls' workspaces of `workspace` bytes span together.
   size_t extent(int calls, size_t workspace) const;
-  // "256 B apart, later calls lower", or "kept: <why>".
+  // "256 B apart, later lower", or "kept (<why>)".
   std::string describe() const;
 };
 

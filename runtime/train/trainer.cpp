@@ -441,7 +441,7 @@ void Trainer::restore(State& s, const LoadedCheckpoint& loaded, double seconds) 
 void Trainer::announce(State& s) {
   const GptConfig& g = s.model;
   const ParamLayout& layout = s.engine->layout();
-  char detail[512];
+  char detail[1024];  // the CUDA engine's description runs to about 400 characters
   std::snprintf(detail, sizeof detail,
                 "engine %s | params %zu | layers %d dim %d heads %d seq %d vocab %d | "
                 "global batch %d sequences x %d micro-steps x %d tokens",
