@@ -16,15 +16,15 @@
 // workspaces, memset_stagger.hpp): there a memset of zeros is not needed where it stands. It
 // rewrites `graph`: every memset node of zeros that lies wholly inside a range, writes
 // consecutive bytes, overlaps no other such memset and has only plain edges goes, its
-// dependencies now leading straight to its dependents; one kernel node, before every other node
-// of the graph, zeroes for each range the span from its first removed memset's bytes to its last
-// one's. The caller promises, for every launch of the graph and every range: nothing reads what
-// the range held before the launch (a node that reads its bytes wrote them first, or a removed
-// memset did), nothing outside the graph touches it while the graph runs, and the bytes of each
-// such memset are touched by no other node of the graph before the memset. Then every node finds
-// the same bytes as before the rewrite, so the results are the same bits, and the step saves one
-// memset per product or attention call (1.1 us each on the critical path as a kernel) for one
-// zeroing kernel.
+// dependencies now leading straight to its dependents; one kernel node (per 32 ranges with
+// memsets removed), before every other node of the graph, zeroes for each range the span from
+// its first removed memset's bytes to its last one's. The caller promises, for every launch of the
+// graph and every range: nothing reads what the range held before the launch (a node that reads its
+// bytes wrote them first, or a removed memset did), nothing outside the graph touches it while the
+// graph runs, and the bytes of each such memset are touched by no other node of the graph before
+// the memset. Then every node finds the same bytes as before the rewrite, so the results are the
+// same bits, and the step saves one memset per product or attention call (1.1 us each on the
+// critical path as a kernel) for one zeroing kernel.
 
 #include <cuda_runtime.h>
 
