@@ -14,21 +14,24 @@ Stagger kept(std::string why) {
   return s;
 }
 
-// The memsets of `params` that start in [region, region + bytes), as spans from its start, by
+// The memsets of `captured` that start in [region, region + bytes), as spans from its start, by
 // address; `odd` says why where one of them is no memset of zeros to consecutive bytes inside
-// the region (one that hoist_scratch_memsets could not take).
-std::vector<ByteSpan> region_memsets(const std::vector<cudaMemsetParams>& params,
+// the region (one that hoist_scratch_memsets could not take) or comes after other work of the
+// call (whose earlier kernels might touch its bytes: the stagger proves nothing for those).
+std::vector<ByteSpan> region_memsets(const std::vector<CapturedMemset>& captured,
                                      const void* region, size_t bytes, std::string& odd) {
   const auto lo = reinterpret_cast<uintptr_t>(region), hi = lo + bytes;
   std::vector<ByteSpan> out;
-  for (const cudaMemsetParams& m : params) {
-    const auto dst = reinterpret_cast<uintptr_t>(m.dst);
+  for (const CapturedMemset& c : captured) {
+    const auto dst = reinterpret_cast<uintptr_t>(c.params.dst);
     if (dst < lo || dst >= hi) continue;
-    const auto zeroed = zeroed_bytes(m);
+    const auto zeroed = zeroed_bytes(c.params);
     if (!zeroed) {
       odd = "a memset not of zeros to consecutive bytes";
     } else if (zeroed->second > hi) {
       odd = "a memset across the region's end";
+    } else if (!c.leading) {
+      odd = "a memset after the call's kernels";
     } else {
       out.push_back({zeroed->first - lo, zeroed->second - lo});
     }
@@ -41,9 +44,8 @@ std::vector<ByteSpan> region_memsets(const std::vector<cudaMemsetParams>& params
 // The memsets of call `call` of `k` with its workspace at `offset`, captured.
 std::vector<ByteSpan> probe(cudaStream_t stream, void* region, size_t region_bytes,
                             const WorkspaceCalls& k, int call, size_t offset, std::string& odd) {
-  const std::vector<cudaMemsetParams> params =
-      captured_memsets(stream, [&] { k.launch(call, offset); });
-  return region_memsets(params, region, region_bytes, odd);
+  return region_memsets(captured_memsets(stream, [&] { k.launch(call, offset); }), region,
+                        region_bytes, odd);
 }
 
 // The stagger of `k` from its first call's memsets (at the region's start), placed in the region.

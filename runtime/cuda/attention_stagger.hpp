@@ -5,8 +5,9 @@
 // is never launched, whose memset nodes say where in the workspace its memsets lie; the stagger
 // and the calls' place in the region follow (plan_stagger, place_in_region). Then every call is
 // captured again at its own staggered workspace, and the stagger is kept only where each call's
-// memsets are where the first probe put them and overlap neither an earlier call's workspace nor
-// the region's other buffer (place_apart). Nothing is assumed of the library's version: where
+// memsets come before its other work, are where the first probe put them (moved with the
+// workspace) and overlap neither an earlier call's workspace nor the region's other buffer
+// (place_apart). Nothing is assumed of the library's version: where
 // anything differs, that kind of call keeps one shared workspace, as without the stagger.
 
 #include <cuda_runtime.h>

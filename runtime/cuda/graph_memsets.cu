@@ -205,6 +205,22 @@ void bypass(cudaGraph_t graph, cudaGraphNode_t node) {
   }
 }
 
+// Whether every node `node` waits for, directly or not, is a memset node.
+bool only_memsets_before(cudaGraphNode_t node) {
+  std::vector<cudaGraphNode_t> todo{node}, deps;
+  std::vector<cudaGraphEdgeData> edges;
+  while (!todo.empty()) {
+    const cudaGraphNode_t n = todo.back();
+    todo.pop_back();
+    edges_of(n, true, deps, edges);
+    for (cudaGraphNode_t d : deps) {
+      if (!is_memset(d)) return false;
+      todo.push_back(d);
+    }
+  }
+  return true;
+}
+
 // The nodes a cudaGraphGet*Nodes call lists (sized first).
 std::vector<cudaGraphNode_t> listed(cudaGraph_t graph,
                                     cudaError_t (*get)(cudaGraph_t, cudaGraphNode_t*, size_t*)) {
@@ -270,8 +286,8 @@ std::vector<size_t> hoist_scratch_memsets(cudaGraph_t graph,
   return counts;
 }
 
-std::vector<cudaMemsetParams> captured_memsets(cudaStream_t stream,
-                                               const std::function<void()>& launch) {
+std::vector<CapturedMemset> captured_memsets(cudaStream_t stream,
+                                             const std::function<void()>& launch) {
   cudaGraph_t graph = nullptr;
   RY_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
@@ -285,12 +301,13 @@ std::vector<cudaMemsetParams> captured_memsets(cudaStream_t stream,
     throw;
   }
   RY_CUDA(cudaStreamEndCapture(stream, &graph));
-  std::vector<cudaMemsetParams> out;
+  std::vector<CapturedMemset> out;
   try {
     for (cudaGraphNode_t node : graph_nodes(graph)) {
       if (!is_memset(node)) continue;
       out.emplace_back();
-      RY_CUDA(cudaGraphMemsetNodeGetParams(node, &out.back()));
+      RY_CUDA(cudaGraphMemsetNodeGetParams(node, &out.back().params));
+      out.back().leading = only_memsets_before(node);
     }
   } catch (...) {
     cudaGraphDestroy(graph);

@@ -62,10 +62,17 @@ size_t replace_small_memsets(cudaGraph_t graph);
 std::vector<size_t> hoist_scratch_memsets(cudaGraph_t graph,
                                           const std::vector<ScratchRange>& ranges);
 
+// A memset node of a captured launch; `leading`: every node it waits for, directly or not, is a
+// memset too (none of the launch's other work runs before it).
+struct CapturedMemset {
+  cudaMemsetParams params{};
+  bool leading = false;
+};
+
 // The memset nodes `launch` (queueing its work on `stream`) would put in a graph: captured into
 // one that is never launched, then dropped. `launch` must be capturable (run it eagerly once
 // first where it loads or builds anything lazily). Throws std::runtime_error on a CUDA error.
-std::vector<cudaMemsetParams> captured_memsets(cudaStream_t stream,
-                                               const std::function<void()>& launch);
+std::vector<CapturedMemset> captured_memsets(cudaStream_t stream,
+                                             const std::function<void()>& launch);
 
 }  // namespace railyard::cuda
