@@ -54,6 +54,8 @@
 #include "head_chunks.hpp"
 #include "matmul_cublaslt.hpp"
 #include "ones_column_kernels.hpp"
+#include "railyard/gpt_config.hpp"
+#include "railyard/param_layout.hpp"
 
 using railyard::cuda::DeviceBuffer;
 using railyard::cuda::GemmCall;
@@ -200,6 +202,7 @@ struct ProductSpec {
   bool bias = false, accumulate = false;
   int calls = 0;  // per training step (0: only with gradient accumulation, or no longer issued)
   int ldx = 0;    // the input's row stride where not I (ln1, ln2 with their ones column)
+  int batch = 1;  // a strided batch of this many (the attention projection's weight gradients)
 };
 
 // The LM head's four products at R rows (forward, backward-input, weight gradient "=" and "+="),
@@ -214,6 +217,21 @@ void add_head_products(std::vector<ProductSpec>& p, int R, const Options& o) {
   p.push_back({"lm-head backward-weight =" + r, Kind::kBackwardWeight, R, C, o.vocab});
   p.push_back(
       {"lm-head backward-weight +=" + r, Kind::kBackwardWeight, R, C, o.vocab, false, true, 0});
+}
+
+// The attention projection's weight gradients, batched by 3 layers from the top as the engine
+// issues them (cuda_engine.cpp, kProjWeightGroup; with 1 it runs the per-layer product, 0 calls
+// here), the lowest group of L % 3 where L is not a multiple; at the engine's strides.
+void add_proj_weight_batches(std::vector<ProductSpec>& p, const Options& o) {
+  const int N = o.batch * o.seq, C = o.dim, L = o.layers;
+  p.push_back({"attn-proj backward-weight = (batch 3)", Kind::kBackwardWeight, N, C, C, false,
+               false, L / 3, 0, 3});
+  p.push_back({"attn-proj backward-weight += (batch 3)", Kind::kBackwardWeight, N, C, C, false,
+               true, 0, 0, 3});
+  if (L % 3 != 0) {
+    p.push_back({"attn-proj backward-weight = (batch " + std::to_string(L % 3) + ")",
+                 Kind::kBackwardWeight, N, C, C, false, false, 1, 0, L % 3});
+  }
 }
 
 // What runtime/cuda/cuda_engine.cpp issues in one step (forward, loss_head, backward) with
@@ -241,7 +259,8 @@ std::vector<ProductSpec> step_products(const Options& o) {
       {"fc1 backward-weight+bias (ones column) =", Kind::kBackwardWeight, N, ld, 4 * C, false,
        false, L, stride},
       {"attn-proj backward-input", Kind::kBackwardInput, N, C, C, false, false, L},
-      {"attn-proj backward-weight =", Kind::kBackwardWeight, N, C, C, false, false, L},
+      // Per layer only with kProjWeightGroup 1 (add_proj_weight_batches).
+      {"attn-proj backward-weight =", Kind::kBackwardWeight, N, C, C, false, false, 0},
       {"qkv backward-input", Kind::kBackwardInput, N, C, 3 * C, false, false, L},
       {"qkv backward-weight =", Kind::kBackwardWeight, N, C, 3 * C, false, false, 0},
       {"qkv backward-weight+bias (ones column) =", Kind::kBackwardWeight, N, ld, 3 * C, false,
@@ -261,6 +280,7 @@ std::vector<ProductSpec> step_products(const Options& o) {
       {"qkv backward-weight += (grad accumulation)", Kind::kBackwardWeight, N, C, 3 * C, false,
        true, 0},
   };
+  add_proj_weight_batches(p, o);
   // The LM head in its chunks; the weight gradient of the first chunk is "=" (without gradient
   // accumulation), of the others "+=". Then --also-head-rows's, at 0 calls.
   const std::vector<int> rows = head_chunk_rows(o);
@@ -284,9 +304,9 @@ struct Operands {
     void* ptr;
     size_t n;
     bool bf16;
+    const void* init = nullptr;  // its starting values where beta != 0
   };
-  std::vector<Out> outputs;    // what the product writes
-  const void* init = nullptr;  // D's starting values where beta != 0
+  std::vector<Out> outputs;  // what the product writes (a batch's: each product's own)
   double flops = 0;
 };
 
@@ -295,6 +315,41 @@ void* buffer(Operands& ops, size_t n, bool bf16, float scale, uint64_t seed) {
   void* p = ops.owned.back().as<void>();
   if (scale > 0) railyard::bench::fill_uniform(p, n, bf16, scale, seed, nullptr);
   return p;
+}
+
+// The strides of a batch of weight gradients as the engine lays them out (cuda_engine.cpp,
+// proj_weight_grad): dY the residual-gradient buffers, N O apart; X the layers' attention
+// outputs, N I apart (their region, each 256-byte aligned: GPT-2's are); dW the layers'
+// projection gradients, one layer's parameters apart in the flat buffer (gpt_param_layout).
+railyard::cuda::WeightGradBatch engine_batch(const ProductSpec& s) {
+  railyard::GptConfig cfg;
+  cfg.layers = 2, cfg.dim = s.I, cfg.heads = 1;
+  const railyard::ParamLayout layout = railyard::gpt_param_layout(cfg);
+  const int64_t dw = int64_t(layout.at("h.1.attn.proj.weight").offset) -
+                     int64_t(layout.at("h.0.attn.proj.weight").offset);
+  return {s.batch, dw, int64_t(s.N) * s.O, int64_t(s.N) * s.I};
+}
+
+// dW [O, I] (fp32) from dY [N, O] and X [N, I] (rows ldx apart), or a batch of them at the
+// engine's strides, each product's dW an output of its own (what lies between is not written).
+void backward_weight_operands(Operands& ops, const ProductSpec& s) {
+  const size_t N = s.N, I = s.I, O = s.O;
+  const railyard::cuda::WeightGradBatch b =
+      s.batch > 1 ? engine_batch(s) : railyard::cuda::WeightGradBatch{};
+  const size_t count = size_t(b.count), x_n = N * size_t(s.ldx > 0 ? s.ldx : s.I);
+  const size_t dw_n = (count - 1) * size_t(b.dw) + O * I;
+  const void* dy = buffer(ops, (count - 1) * size_t(b.dy) + N * O, true, 1.0f, 4);
+  const void* x = buffer(ops, (count - 1) * size_t(b.x) + x_n, true, 1.0f, 1);
+  auto* dw = static_cast<float*>(buffer(ops, dw_n, false, 0, 0));
+  const auto* init =
+      s.accumulate ? static_cast<float*>(buffer(ops, dw_n, false, 0.01f, 5)) : nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t at = i * size_t(b.dw);
+    ops.outputs.push_back({dw + at, O * I, false, init != nullptr ? init + at : nullptr});
+  }
+  ops.flops *= double(count);
+  ops.call =
+      Matmul::backward_weight_call(dw, dy, x, s.N, s.I, s.O, CUDA_R_16BF, s.accumulate, s.ldx, b);
 }
 
 Operands operands(const ProductSpec& s) {
@@ -319,12 +374,7 @@ Operands operands(const ProductSpec& s) {
     }
     ops.call = Matmul::forward_call(y, x, w, bias, s.N, s.I, s.O, t, pre, s.ldx, resid);
   } else if (s.kind == Kind::kBackwardWeight) {
-    const void* dy = buffer(ops, N * O, true, 1.0f, 4);
-    const void* x = buffer(ops, N * size_t(s.ldx > 0 ? s.ldx : s.I), true, 1.0f, 1);
-    auto* dw = static_cast<float*>(buffer(ops, O * I, false, 0, 0));
-    ops.outputs.push_back({dw, O * I, false});
-    if (s.accumulate) ops.init = buffer(ops, O * I, false, 0.01f, 5);
-    ops.call = Matmul::backward_weight_call(dw, dy, x, s.N, s.I, s.O, t, s.accumulate, s.ldx);
+    backward_weight_operands(ops, s);
   } else {
     const void* dy = buffer(ops, N * O, true, 1.0f, 4);
     void* dx = buffer(ops, N * I, true, 0, 0);
@@ -347,13 +397,14 @@ struct Measured {
 // Outputs before a run: NaN everywhere (what a run does not write shows), or D's initial values
 // where the product adds to D.
 void reset_outputs(const Operands& ops, cudaStream_t s) {
-  if (ops.init != nullptr) {
-    const auto& d = ops.outputs.front();
-    RY_CUDA(cudaMemcpyAsync(d.ptr, ops.init, d.n * 4, cudaMemcpyDeviceToDevice, s));
-    return;
+  for (const auto& o : ops.outputs) {
+    const size_t bytes = o.n * (o.bf16 ? 2 : 4);
+    if (o.init != nullptr) {
+      RY_CUDA(cudaMemcpyAsync(o.ptr, o.init, bytes, cudaMemcpyDeviceToDevice, s));
+    } else {
+      RY_CUDA(cudaMemsetAsync(o.ptr, 0xff, bytes, s));
+    }
   }
-  for (const auto& o : ops.outputs)
-    RY_CUDA(cudaMemsetAsync(o.ptr, 0xff, o.n * (o.bf16 ? 2 : 4), s));
 }
 
 // Median and minimum of `reps` launches after `warmup`.
@@ -453,7 +504,8 @@ json call_json(const ProductSpec& s, const GemmCall& c) {
           {"d_type", c.d_type == CUDA_R_32F ? "fp32" : "bf16"},
           {"epilogue", epilogue_name(c)},
           {"beta_nonzero", c.beta != 0.0f},
-          {"batch", c.batch}};
+          {"batch", c.batch},
+          {"batch_strides", {c.stride_a, c.stride_b, c.stride_d}}};
 }
 
 // Whether a candidate may be picked: the same bits every run, within max_diff of the first.

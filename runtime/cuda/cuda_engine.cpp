@@ -75,6 +75,17 @@ constexpr bool kNormFromSplits = true;
 constexpr bool kStaggerAttentionWorkspace = true;
 constexpr size_t kAttentionStaggerBudget = size_t(4) << 20;
 
+// The attention projection's weight gradients (dW = dh^T atty, 768 x 768 for GPT-2) of this many
+// consecutive layers as one strided-batch product: one alone is 36 output tiles for an H200's
+// 132 multiprocessors, so cuBLASLt splits its K in 4 and adds the parts in a kernel of its own;
+// 3 are 108 tiles, one wave, no split. Groups from the top (L-1..L-3, ...; the lowest smaller
+// where L is not a multiple), the batch issued at the group's lowest layer. Each layer's dh (the
+// residual gradient after its ln2 backward) must live until then: the residual gradient rotates
+// through one buffer per layer of the group (ln1's backward writes the layer below's buffer
+// instead of adding in place). Only where no gradient exchange runs during the backward and
+// without --recompute (proj_group_). 1 (the A/B switch): one product per layer, one buffer.
+constexpr int kProjWeightGroup = 3;
+
 #if RAILYARD_HAVE_CUTLASS
 // The attention projection's forward (bf16 on compute capability 9.0): CUTLASS's residual kernel
 // (true) or cuBLASLt's beta-1 product (false). One line, so that one tree times both.
@@ -219,6 +230,23 @@ class CudaEngine final : public Engine {
   // workspace bytes it needs at the planned shape.
   size_t choose_attention();
   void backward(int B, int Tn, bool exchange, bool acc);
+  // Layer l's backward, from the gradient of its output in resid_grad(l) to that of its input in
+  // resid_grad(l - 1) (layer 0: in place); ln counts the LayerNorm backwards (their partials).
+  void layer_backward(int l, int N, const AttentionShape& shape, bool acc, int& ln,
+                      std::vector<ColumnSums>* later);
+  // kProjWeightGroup where it applies (one rank without the exchange, no --recompute, every
+  // layer's attention output and projection gradient equally apart), else 1, and says which
+  // (and why) in describe_; sets the strides the batches use.
+  int choose_proj_group(const std::vector<LayerOffsets>& lo);
+  // The lowest layer of l's group (proj_group_ layers from the top) and the group's size.
+  int proj_group_low(int l) const;
+  int proj_group_size(int l) const;
+  // Layer l's residual-gradient buffer: the gradient of its output when its backward starts,
+  // dh (its attention projection's output gradient) after its ln2 backward.
+  T* resid_grad(int l) const { return dresid_ + size_t(l - proj_group_low(l)) * proj_strides_.dy; }
+  // The attention projection's weight gradient of layer l: its own product where the group is
+  // 1, else nothing but at the group's lowest layer, where the group's batch runs.
+  void proj_weight_grad(int l, int N, bool acc);
   // How many LayerNorm backwards' partials are kept at once; the k-th backward's region.
   int partials_regions() const { return kDeferColumnSums ? 2 * L_ + 1 : 1; }
   size_t partials_stride(size_t N) const {
@@ -313,6 +341,11 @@ class CudaEngine final : public Engine {
   // Scratch shared by all layers.
   T *qkv_ = nullptr, *o_heads_ = nullptr, *dprobs_ = nullptr, *dqkvp_ = nullptr, *d4_ = nullptr;
   T *dA_ = nullptr, *dB_ = nullptr, *dresid_ = nullptr;
+  // kProjWeightGroup: layers a batch of attention-projection weight gradients covers (1: none),
+  // and the strides (elements) between consecutive layers' dW (grads_), dh (the proj_group_
+  // residual-gradient buffers from dresid_) and attention outputs.
+  int proj_group_ = 1;
+  WeightGradBatch proj_strides_{};
   // Scratch of the LayerNorm backwards' two-pass parameter sums: fixed-order sums instead of float
   // atomics. With kDeferColumnSums, partials_regions() regions partials_stride_ floats apart,
   // each LayerNorm backward of a step its own, their second passes queued in pending_sums_.
@@ -552,6 +585,7 @@ void CudaEngine<T>::plan_memory() {
   const size_t attn_ws = choose_attention();
   const bool fused = fused_attention();
   const std::vector<LayerOffsets> lo = plan_layers(plan, fused);
+  proj_group_ = choose_proj_group(lo);
   const ScratchOffsets sc = plan_scratch(plan, fused, attn_ws);
   check_plan_fits(plan);
   mem_ = DeviceBuffer(plan.total());
@@ -646,7 +680,7 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
     sc.dqkvp = overlaid[1][4];
   }
   sc.dB = plan.add("scratch: grad B", NC * e);
-  sc.dresid = plan.add("scratch: residual grad", NC * e);
+  sc.dresid = plan.add("scratch: residual grad", size_t(proj_group_) * NC * e);
   sc.partials = plan.add("scratch: layernorm backward partials",
                          size_t(partials_regions()) * partials_stride(N) * f);
   sc.wb_prod =
@@ -708,6 +742,10 @@ std::vector<typename CudaEngine<T>::LayerOffsets> CudaEngine<T>::plan_layers(All
   // With --recompute the LayerNorm outputs and the GELU are rebuilt in backward from what is
   // kept (residuals, statistics, pre-activations), so one shared copy of each suffices.
   size_t shared_ln1 = 0, shared_ln2 = 0, shared_gelu = 0;
+  // Every layer's attention output in one region, in layer order: equally apart, as a batch of
+  // the projection's weight gradients reads them (kProjWeightGroup).
+  const size_t atty_bytes = AllocationPlan::aligned(NC * e);
+  const size_t atty = plan.add("attention outputs (every layer's)", size_t(L_) * atty_bytes);
   if (opts_.recompute) {
     shared_ln1 = plan.add("recompute: ln1", NL * e);
     shared_ln2 = plan.add("recompute: ln2", NL * e);
@@ -723,7 +761,7 @@ std::vector<typename CudaEngine<T>::LayerOffsets> CudaEngine<T>::plan_layers(All
     x.qkvp = plan.add(p + "q k v", 3 * NC * e);
     x.probs = fused ? 0 : plan.add(p + "attention probabilities", probs * e);
     x.stats = fused ? plan.add(p + "attention statistics", size_t(Bmax_) * H_ * Tmax_ * f) : 0;
-    x.atty = plan.add(p + "attention output", NC * e);
+    x.atty = atty + size_t(l) * atty_bytes;
     x.mid = plan.add(p + "residual", NC * e);
     x.ln2 = opts_.recompute ? shared_ln2 : plan.add(p + "ln2", NL * e);
     x.ln2m = plan.add(p + "ln stats", N * f);
@@ -1062,10 +1100,13 @@ void CudaEngine<T>::stagger_attention_calls(char* region, size_t bytes, size_t d
 template <typename T>
 void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   const int N = B * Tn;
-  const cudaDataType_t dt = cuda_dtype<T>();
   const AttentionShape shape{B, Tn, H_, C_ / H_};
-  Matmul& mm = *mm_;
-  const size_t n4 = size_t(N) * 4 * C_;
+  // Each layer's projection gradient must be final where its bucket's all-reduce starts.
+  if (exchange && proj_group_ > 1) {
+    throw std::logic_error(
+        "CudaEngine: the projection gradients are batched (kProjWeightGroup) "
+        "on an engine with a gradient exchange");
+  }
   // A capture that failed part-way (StepGraphs then reruns this eagerly) may have left some queued.
   pending_sums_.clear();
   std::vector<ColumnSums>* later = kDeferColumnSums ? &pending_sums_ : nullptr;
@@ -1073,44 +1114,15 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   // The final LayerNorm (the LM head's backward ran with the loss). Each LayerNorm backward also
   // sums the columns of the residual gradient it leaves: the bias gradient of the projection
   // whose output that gradient is (the MLP's of the layer below, or the attention's after ln2).
-  layernorm_backward(dresid_, g(lnfw_), g(lnfb_), g(lp_[L_ - 1].mpb), partials(ln++), dB_,
-                     resid_final_, w(lnfw_), lnf_mean_, lnf_rstd_, N, C_, false, acc, stream_,
+  layernorm_backward(resid_grad(L_ - 1), g(lnfw_), g(lnfb_), g(lp_[L_ - 1].mpb), partials(ln++),
+                     dB_, resid_final_, w(lnfw_), lnf_mean_, lnf_rstd_, N, C_, false, acc, stream_,
                      later);
   if (exchange) {
     sum_pending();  // a bucket's gradients final before its all-reduce
     exchange_->launch(size_t(L_) + 1, stream_);
   }
   for (int l = L_ - 1; l >= 0; --l) {
-    const LayerParams& p = lp_[l];
-    LayerActs<T>& a = acts_[l];
-    if (opts_.recompute) {
-      layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_mid, w(p.ln2w), w(p.ln2b), N, C_,
-                        ln_ld_, stream_);
-      gelu_forward(a.gelu, a.fc, n4, stream_);
-    }
-    // MLP: dresid is the gradient of the layer's output (its column sums, the gradient of mpb,
-    // came with the LayerNorm backward that produced it).
-    // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
-    mm.linear_backward_input(d4_, dresid_, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
-    mm.linear_backward_weight(g(p.mpw), dresid_, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
-    mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
-    // fc's weight and bias gradients from one product (ln2's ones column).
-    weight_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc, split_sumsq(l, true));
-    layernorm_backward(dresid_, g(p.ln2w), g(p.ln2b), g(p.projb), partials(ln++), dB_, a.resid_mid,
-                       w(p.ln2w), a.ln2_mean, a.ln2_rstd, N, C_, true, acc, stream_, later);
-    // Attention.
-    if (opts_.recompute) {
-      layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_, ln_ld_,
-                        stream_);
-    }
-    mm.linear_backward_input(dB_, dresid_, w(p.projw), N, C_, C_, dt, false, stream_);
-    mm.linear_backward_weight(g(p.projw), dresid_, a.atty, N, C_, C_, dt, acc, stream_);
-    attention_block_backward(l, a, shape);
-    mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
-    weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc, split_sumsq(l, false));
-    float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
-    layernorm_backward(dresid_, g(p.ln1w), g(p.ln1b), below_mpb, partials(ln++), dB_, a.resid,
-                       w(p.ln1w), a.ln1_mean, a.ln1_rstd, N, C_, true, acc, stream_, later);
+    layer_backward(l, N, shape, acc, ln, later);
     if (exchange) {
       sum_pending();
       exchange_->launch(size_t(l), stream_);
@@ -1118,9 +1130,98 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   }
   sum_pending();  // without the exchange, every one queued: one launch for the whole backward
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
-  embedding_backward(g(wte_), g(wpe_), dresid_, sorted_tokens_, sorted_positions_, B, Tn, C_, acc,
-                     stream_);
+  embedding_backward(g(wte_), g(wpe_), resid_grad(0), sorted_tokens_, sorted_positions_, B, Tn, C_,
+                     acc, stream_);
   if (exchange) exchange_->launch(embedding_bucket(), stream_);
+}
+
+template <typename T>
+void CudaEngine<T>::layer_backward(int l, int N, const AttentionShape& shape, bool acc, int& ln,
+                                   std::vector<ColumnSums>* later) {
+  const cudaDataType_t dt = cuda_dtype<T>();
+  Matmul& mm = *mm_;
+  const LayerParams& p = lp_[l];
+  LayerActs<T>& a = acts_[l];
+  T* dres = resid_grad(l);
+  if (opts_.recompute) {
+    layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.resid_mid, w(p.ln2w), w(p.ln2b), N, C_,
+                      ln_ld_, stream_);
+    gelu_forward(a.gelu, a.fc, size_t(N) * 4 * C_, stream_);
+  }
+  // MLP: dres is the gradient of the layer's output (its column sums, the gradient of mpb,
+  // came with the LayerNorm backward that produced it).
+  // GELU's derivative is applied in the product's epilogue: d4 is the gradient of fc.
+  mm.linear_backward_input(d4_, dres, w(p.mpw), N, 4 * C_, C_, dt, false, stream_, a.fc);
+  mm.linear_backward_weight(g(p.mpw), dres, a.gelu, N, 4 * C_, C_, dt, acc, stream_);
+  mm.linear_backward_input(dB_, d4_, w(p.fcw), N, C_, 4 * C_, dt, false, stream_);
+  // fc's weight and bias gradients from one product (ln2's ones column).
+  weight_bias_grad(g(p.fcw), g(p.fcb), d4_, a.ln2, N, 4 * C_, acc, split_sumsq(l, true));
+  layernorm_backward(dres, g(p.ln2w), g(p.ln2b), g(p.projb), partials(ln++), dB_, a.resid_mid,
+                     w(p.ln2w), a.ln2_mean, a.ln2_rstd, N, C_, true, acc, stream_, later);
+  // Attention.
+  if (opts_.recompute) {
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.resid, w(p.ln1w), w(p.ln1b), N, C_, ln_ld_,
+                      stream_);
+  }
+  mm.linear_backward_input(dB_, dres, w(p.projw), N, C_, C_, dt, false, stream_);
+  proj_weight_grad(l, N, acc);
+  attention_block_backward(l, a, shape);
+  mm.linear_backward_input(dB_, qkv_, w(p.qkvw), N, C_, 3 * C_, dt, false, stream_);
+  weight_bias_grad(g(p.qkvw), g(p.qkvb), qkv_, a.ln1, N, 3 * C_, acc, split_sumsq(l, false));
+  float* below_mpb = l > 0 ? g(lp_[l - 1].mpb) : nullptr;  // layer 0's input has no bias
+  // Into the layer below's buffer, dres (dh) left for the group's batch; layer 0's in place.
+  T* below = l > 0 ? resid_grad(l - 1) : dres;
+  layernorm_backward(below, g(p.ln1w), g(p.ln1b), below_mpb, partials(ln++), dB_, a.resid,
+                     w(p.ln1w), a.ln1_mean, a.ln1_rstd, N, C_, true, acc, stream_, later, dres);
+}
+
+template <typename T>
+int CudaEngine<T>::proj_group_low(int l) const {
+  const int top = L_ - 1 - (L_ - 1 - l) / proj_group_ * proj_group_;
+  return std::max(0, top - proj_group_ + 1);
+}
+
+template <typename T>
+int CudaEngine<T>::proj_group_size(int l) const {
+  const int top = L_ - 1 - (L_ - 1 - l) / proj_group_ * proj_group_;
+  return top - proj_group_low(l) + 1;
+}
+
+template <typename T>
+void CudaEngine<T>::proj_weight_grad(int l, int N, bool acc) {
+  const int low = proj_group_low(l);
+  if (l != low) return;  // the group's lowest layer runs the batch, every dh then written
+  WeightGradBatch batch = proj_strides_;
+  batch.count = proj_group_size(l);
+  mm_->linear_backward_weight(g(lp_[low].projw), resid_grad(low), acts_[low].atty, N, C_, C_,
+                              cuda_dtype<T>(), acc, stream_, 0, batch);
+}
+
+template <typename T>
+int CudaEngine<T>::choose_proj_group(const std::vector<LayerOffsets>& lo) {
+  proj_strides_ = {1, 0, int64_t(Bmax_) * Tmax_ * C_, 0};
+  const char* why = kProjWeightGroup <= 1 || L_ < 2 ? "" : nullptr;
+  if (why == nullptr && exchange_needed_) why = " (gradient exchange)";
+  if (why == nullptr && opts_.recompute) why = " (--recompute)";
+  const auto apart = [&](auto at) {  // every layer's at(l) equally apart from the one below
+    for (int l = 2; l < L_; ++l) {
+      if (at(l) - at(l - 1) != at(1) - at(0)) return false;
+    }
+    return true;
+  };
+  if (why == nullptr &&
+      (!apart([&](int l) { return lo[l].atty; }) || !apart([&](int l) { return lp_[l].projw; }))) {
+    why = " (layers not equally apart)";
+  }
+  if (why != nullptr) {
+    describe_ += std::string(" attn-proj-dw:per-layer") + why;
+    return 1;
+  }
+  proj_strides_.dw = int64_t(lp_[1].projw - lp_[0].projw);
+  proj_strides_.x = int64_t((lo[1].atty - lo[0].atty) / sizeof(T));
+  const int group = std::min(kProjWeightGroup, L_);
+  describe_ += " attn-proj-dw:batch" + std::to_string(group);
+  return group;
 }
 
 template <typename T>

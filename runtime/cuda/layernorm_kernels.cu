@@ -121,9 +121,9 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 // adds the warps' slices in warp order and writes one row of partials: no atomics, the same
 // bits every run.
 template <typename T, bool kSum>
-__global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, const T* x,
-                                          const T* w, const float* mean, const float* rstd, int N,
-                                          int C, bool accumulate) {
+__global__ void layernorm_backward_kernel(T* dx, const T* dx_in, float* partials, const T* dy,
+                                          const T* x, const T* w, const float* mean,
+                                          const float* rstd, int N, int C, bool accumulate) {
   constexpr int kParts = backward_parts(kSum);
   extern __shared__ float acc[];  // [kWarps][dw[C], db[C], (dx sums[C])]
   for (int c = threadIdx.x; c < kWarps * kParts * C; c += blockDim.x) acc[c] = 0.0f;
@@ -144,11 +144,12 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dy, c
     s1 = warp_sum(s1) / C;
     s2 = warp_sum(s2) / C;
     T* dxr = dx + size_t(row) * C;
+    const T* dxi = dx_in + size_t(row) * C;
     for (int c = lane; c < C; c += 32) {
       float d = to_f(dyr[c]);
       float xh = (to_f(xr[c]) - m) * r;
       float g = r * (d * to_f(w[c]) - s1 - xh * s2);
-      const T out = from_f<T>(accumulate ? to_f(dxr[c]) + g : g);
+      const T out = from_f<T>(accumulate ? to_f(dxi[c]) + g : g);
       dxr[c] = out;
       mine[c] += d * xh;
       mine[C + c] += d;
@@ -370,15 +371,15 @@ __device__ void write_lane_partials(float* partials, float4* acc4, int C,
 
 template <typename T, int P, bool kSum, int kW, int kS>
 __global__ void __launch_bounds__(kW * 32, 1)
-    layernorm_backward_staged_kernel(T* dx, float* partials, const T* dy, const T* x, const T* w,
-                                     const float* mean, const float* rstd, int N, int C,
-                                     bool accumulate) {
+    layernorm_backward_staged_kernel(T* dx, const T* dx_in, float* partials, const T* dy,
+                                     const T* x, const T* w, const float* mean, const float* rstd,
+                                     int N, int C, bool accumulate) {
   using S = StagedShape<T, P, kSum, kW, kS>;
   extern __shared__ float4 shared4[];  // w, the warps' rings, at the end their sums
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   uint4* ring = reinterpret_cast<uint4*>(shared4 + S::kW4) + warp * kS * S::kSlot4;
   stage_weights<T, P>(shared4, w, C);
-  const RowSource<T> src{dy, x, dx, mean, rstd, C, accumulate, evict_first_policy()};
+  const RowSource<T> src{dy, x, dx_in, mean, rstd, C, accumulate, evict_first_policy()};
   const int end = int(int64_t(blockIdx.x + 1) * N / gridDim.x);
   const int first = int(int64_t(blockIdx.x) * N / gridDim.x) + warp;
   // Row first + k kW goes to slot k % kS. The copies of row k + kS - 1 start before row k is
@@ -527,9 +528,9 @@ size_t backward_shared_bytes(int C, int parts) {
 // The staged kernel's first pass (dx and a row of partials per block); returns its rows of
 // partials (its blocks), or 0 where its rings do not fit the device's shared memory.
 template <typename T, bool kSum>
-int launch_staged_backward(int lane_packs, T* dx, float* partials, const T* dy, const T* x,
-                           const T* w, const float* mean, const float* rstd, int N, int C,
-                           bool accumulate, cudaStream_t stream) {
+int launch_staged_backward(int lane_packs, T* dx, const T* dx_in, float* partials, const T* dy,
+                           const T* x, const T* w, const float* mean, const float* rstd, int N,
+                           int C, bool accumulate, cudaStream_t stream) {
   return with_lane_packs(lane_packs, [&](auto p) {
     constexpr int kW = kStagedWarps, kS = kStagedRows, P = decltype(p)::value;
     using S = StagedShape<T, P, kSum, kW, kS>;
@@ -537,8 +538,8 @@ int launch_staged_backward(int lane_packs, T* dx, float* partials, const T* dy, 
     auto kernel = layernorm_backward_staged_kernel<T, P, kSum, kW, kS>;
     fit_shared_memory(kernel, S::kSharedBytes);
     const int blocks = std::min(kStagedBlocks, (N + kW - 1) / kW);
-    kernel<<<blocks, kW * 32, S::kSharedBytes, stream>>>(dx, partials, dy, x, w, mean, rstd, N,
-                                                         C, accumulate);
+    kernel<<<blocks, kW * 32, S::kSharedBytes, stream>>>(dx, dx_in, partials, dy, x, w, mean, rstd,
+                                                         N, C, accumulate);
     RY_CUDA_LAUNCHED();
     return blocks;
   });
@@ -546,14 +547,14 @@ int launch_staged_backward(int lane_packs, T* dx, float* partials, const T* dy, 
 
 // The wide-row kernel's first pass: two passes over memory, the sums in shared memory.
 template <typename T, bool kSum>
-int launch_wide_backward(T* dx, float* partials, const T* dy, const T* x, const T* w,
-                         const float* mean, const float* rstd, int N, int C, bool accumulate,
-                         cudaStream_t stream) {
+int launch_wide_backward(T* dx, const T* dx_in, float* partials, const T* dy, const T* x,
+                         const T* w, const float* mean, const float* rstd, int N, int C,
+                         bool accumulate, cudaStream_t stream) {
   const int blocks = layernorm_backward_blocks(N);
   const size_t smem = backward_shared_bytes(C, backward_parts(kSum));
   auto kernel = layernorm_backward_kernel<T, kSum>;
   allow_shared_memory(kernel, smem);
-  kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, partials, dy, x, w, mean, rstd, N, C,
+  kernel<<<blocks, kWarps * 32, smem, stream>>>(dx, dx_in, partials, dy, x, w, mean, rstd, N, C,
                                                 accumulate);
   RY_CUDA_LAUNCHED();
   return blocks;
@@ -564,17 +565,17 @@ int launch_wide_backward(T* dx, float* partials, const T* dy, const T* x, const 
 // whether dx's column sums are wanted; out, whether they are among the partials (wide rows:
 // only where shared memory holds a third slice).
 template <typename T>
-int layernorm_backward_first_pass(bool& fused_sum, T* dx, float* partials, const T* dy,
-                                  const T* x, const T* w, const float* mean, const float* rstd,
-                                  int N, int C, bool accumulate, cudaStream_t stream) {
+int layernorm_backward_first_pass(bool& fused_sum, T* dx, const T* dx_in, float* partials,
+                                  const T* dy, const T* x, const T* w, const float* mean,
+                                  const float* rstd, int N, int C, bool accumulate,
+                                  cudaStream_t stream) {
   const int lane_packs = staged_lane_packs<T>(C);
   if (lane_packs != 0) {
-    const int rows = fused_sum ? launch_staged_backward<T, true>(lane_packs, dx, partials, dy, x,
-                                                                 w, mean, rstd, N, C, accumulate,
-                                                                 stream)
-                               : launch_staged_backward<T, false>(lane_packs, dx, partials, dy,
-                                                                  x, w, mean, rstd, N, C,
-                                                                  accumulate, stream);
+    const int rows =
+        fused_sum ? launch_staged_backward<T, true>(lane_packs, dx, dx_in, partials, dy, x, w, mean,
+                                                    rstd, N, C, accumulate, stream)
+                  : launch_staged_backward<T, false>(lane_packs, dx, dx_in, partials, dy, x, w,
+                                                     mean, rstd, N, C, accumulate, stream);
     if (rows != 0) return rows;
   }
   const size_t limit = shared_memory_limit();
@@ -585,9 +586,9 @@ int layernorm_backward_first_pass(bool& fused_sum, T* dx, float* partials, const
                                 std::to_string(limit) + ": use a smaller --dim");
   }
   fused_sum = fused_sum && backward_shared_bytes(C, 3) <= limit;
-  return fused_sum ? launch_wide_backward<T, true>(dx, partials, dy, x, w, mean, rstd, N, C,
+  return fused_sum ? launch_wide_backward<T, true>(dx, dx_in, partials, dy, x, w, mean, rstd, N, C,
                                                    accumulate, stream)
-                   : launch_wide_backward<T, false>(dx, partials, dy, x, w, mean, rstd, N, C,
+                   : launch_wide_backward<T, false>(dx, dx_in, partials, dy, x, w, mean, rstd, N, C,
                                                     accumulate, stream);
 }
 
@@ -608,10 +609,11 @@ template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
                         bool accumulate, bool accumulate_params, cudaStream_t stream,
-                        std::vector<ColumnSums>* deferred) {
+                        std::vector<ColumnSums>* deferred, const T* dx_in) {
   bool fused_sum = dsum != nullptr;
-  const int rows = layernorm_backward_first_pass<T>(fused_sum, dx, partials, dy, x, w, mean, rstd,
-                                                    N, C, accumulate, stream);
+  const int rows =
+      layernorm_backward_first_pass<T>(fused_sum, dx, dx_in != nullptr ? dx_in : dx, partials, dy,
+                                       x, w, mean, rstd, N, C, accumulate, stream);
   ColumnSums sums;
   sums.partials = partials;
   sums.rows = rows;
@@ -635,7 +637,7 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
                                      int, cudaStream_t);                                          \
   template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
                                       const T*, const float*, const float*, int, int, bool, bool, \
-                                      cudaStream_t, std::vector<ColumnSums>*);
+                                      cudaStream_t, std::vector<ColumnSums>*, const T*);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

@@ -32,10 +32,14 @@ size_t layernorm_backward_partials(int N, int C);
 // second pass is appended there instead of launched (sum_partial_columns of the batch later
 // gives the same bits; until then `partials` must stay untouched and dw, db, dsum unread),
 // except for rows too wide to fuse dsum, whose passes all run now.
+// With dx_in (and accumulate), the dx added to is read from dx_in and the sum stored to dx,
+// dx_in left as it was (another N x C buffer, not overlapping dx, or dx itself): the same
+// arithmetic, the same bits as in place. The engine keeps an earlier residual gradient that
+// way (cuda_engine.cpp, kProjWeightGroup).
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
                         bool accumulate, bool accumulate_params, cudaStream_t stream,
-                        std::vector<ColumnSums>* deferred = nullptr);
+                        std::vector<ColumnSums>* deferred = nullptr, const T* dx_in = nullptr);
 
 }  // namespace railyard::cuda

@@ -64,6 +64,16 @@ void check_row_stride(int ldx, int I) {
   }
 }
 
+// A batch of weight gradients: at least one, their outputs apart.
+void check_weight_grad_batch(const WeightGradBatch& b, int I, int O) {
+  if (b.count < 1 || (b.count > 1 && b.dw < int64_t(I) * O)) {
+    throw std::invalid_argument("Matmul: a batch of " + std::to_string(b.count) +
+                                " weight gradients of " + std::to_string(O) + "x" +
+                                std::to_string(I) + " needs at least one, each its own " +
+                                "output (dW stride " + std::to_string(b.dw) + ")");
+  }
+}
+
 }  // namespace
 
 Matmul::Matmul(size_t workspace_bytes)
@@ -340,14 +350,16 @@ GemmCall Matmul::backward_input_call(void* dx, const void* dy, const void* w, in
 }
 
 void Matmul::linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
-                                    cudaDataType_t t, bool accumulate, cudaStream_t stream,
-                                    int ldx) {
-  gemm(backward_weight_call(dw, dy, x, N, I, O, t, accumulate, ldx), stream);
+                                    cudaDataType_t t, bool accumulate, cudaStream_t stream, int ldx,
+                                    const WeightGradBatch& batch) {
+  gemm(backward_weight_call(dw, dy, x, N, I, O, t, accumulate, ldx, batch), stream);
 }
 
 GemmCall Matmul::backward_weight_call(float* dw, const void* dy, const void* x, int N, int I, int O,
-                                      cudaDataType_t t, bool accumulate, int ldx) {
+                                      cudaDataType_t t, bool accumulate, int ldx,
+                                      const WeightGradBatch& batch) {
   check_row_stride(ldx, I);
+  check_weight_grad_batch(batch, I, O);
   GemmCall c;  // dW^T[I,O] (+)= X^T[I,N] dY[N,O]
   c.trans_b = true;
   c.m = I, c.n = O, c.k = N;
@@ -356,6 +368,10 @@ GemmCall Matmul::backward_weight_call(float* dw, const void* dy, const void* x, 
   c.d = dw, c.ldd = I;
   c.ab_type = t, c.d_type = CUDA_R_32F;
   c.beta = accumulate ? 1.0f : 0.0f;
+  if (batch.count > 1) {  // column-major: A is X^T, B is dY^T, D is dW^T, each at its stride
+    c.batch = batch.count;
+    c.stride_a = batch.x, c.stride_b = batch.dy, c.stride_d = batch.dw;
+  }
   return c;
 }
 

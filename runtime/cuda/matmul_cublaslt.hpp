@@ -65,6 +65,15 @@ struct GemmCall {
   int64_t stride_a = 0, stride_b = 0, stride_d = 0;
 };
 
+// A strided batch of backward-weight products (Matmul::linear_backward_weight): `count` of them
+// in one launch, the i-th's dW, dY and X i times these strides (elements) past the first's.
+// One product of `count` times the tiles: where one alone has too few tiles for the GPU, cuBLASLt
+// need not split its K (no split-K partials, no reduction kernel).
+struct WeightGradBatch {
+  int count = 1;
+  int64_t dw = 0, dy = 0, x = 0;
+};
+
 class Matmul {
  public:
   explicit Matmul(size_t workspace_bytes = 64u << 20);
@@ -109,7 +118,8 @@ class Matmul {
                                       cudaDataType_t t, bool accumulate,
                                       const void* gelu_pre = nullptr);
   static GemmCall backward_weight_call(float* dw, const void* dy, const void* x, int N, int I,
-                                       int O, cudaDataType_t t, bool accumulate, int ldx = 0);
+                                       int O, cudaDataType_t t, bool accumulate, int ldx = 0,
+                                       const WeightGradBatch& batch = {});
 
   // Y[N,O] = X[N,I] W[O,I]^T (+ bias[O]) (+ residual[N,O]); X, W, Y, bias, residual of type
   // `t`. With gelu_pre, Y is GELU of that and gelu_pre [N,O] receives the value before GELU
@@ -126,9 +136,11 @@ class Matmul {
                              cudaDataType_t t, bool accumulate, cudaStream_t stream,
                              const void* gelu_pre = nullptr);
   // dW[O,I] (fp32) (+= with accumulate, else =) dY[N,O]^T X[N,I]; X's rows ldx apart where
-  // ldx > 0 (at least I), I apart otherwise.
+  // ldx > 0 (at least I), I apart otherwise. With batch.count > 1, that many such products at
+  // the batch's strides (the dW strides at least O I: no two products write one element).
   void linear_backward_weight(float* dw, const void* dy, const void* x, int N, int I, int O,
-                              cudaDataType_t t, bool accumulate, cudaStream_t stream, int ldx = 0);
+                              cudaDataType_t t, bool accumulate, cudaStream_t stream, int ldx = 0,
+                              const WeightGradBatch& batch = {});
 
  private:
   struct Plan;

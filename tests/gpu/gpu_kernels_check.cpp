@@ -118,6 +118,64 @@ void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_
   r.check(t + " linear backward input + GELU' epilogue", gdx.download(), rgdx, tol<T>());
 }
 
+// The attention projection's weight gradients of `count` layers as one strided batch
+// (Matmul::linear_backward_weight with a WeightGradBatch; cuda_engine.cpp, kProjWeightGroup), at
+// strides with gaps between the operands: each product against float64 and against the same
+// product alone (the batch may run another cuBLASLt kernel than one product, e.g. without the
+// split-K: within fp32's tolerance, not bit for bit), "=" and "+=", the gaps between the
+// outputs untouched, the same bits twice.
+template <typename T>
+void check_weight_grad_batch(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s,
+                             int count) {
+  const int I = C, O = C;
+  const std::string t =
+      std::string(type_name<T>()) + " backward weight, batch of " + std::to_string(count);
+  const cuda::WeightGradBatch b{count, int64_t(O) * I + 40, int64_t(N) * O + 24,
+                                int64_t(N) * I + 8};
+  DevArray<T> dy(size_t(count - 1) * b.dy + size_t(N) * O),
+      x(size_t(count - 1) * b.x + size_t(N) * I);
+  DevArray<float> dw(size_t(count - 1) * b.dw + size_t(O) * I), one(size_t(O) * I);
+  const auto hdy = dy.upload(random_vec(rng, dy.n)), hx = x.upload(random_vec(rng, x.n));
+  const std::vector<double> no_w(size_t(O) * I, 0.0);
+  for (const bool acc : {false, true}) {
+    const std::string what = t + (acc ? " (+=)" : " (=)");
+    const auto start = random_vec(rng, dw.n);  // the gaps, and what "+=" adds to
+    const auto h0 = dw.upload(start);
+    mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), acc, s,
+                              0, b);
+    const auto got = dw.download();
+    std::vector<double> gaps_got, gaps_start;
+    for (int i = 0; i < count; ++i) {
+      const auto at = [&](const auto& v, int64_t stride, size_t n) {
+        return std::vector<double>(v.begin() + i * stride, v.begin() + i * stride + int64_t(n));
+      };
+      std::vector<double> rdw = acc ? at(h0, b.dw, one.n) : std::vector<double>(one.n, 0.0);
+      std::vector<double> rdx(size_t(N) * I), rdb(O);
+      cpu::matmul_backward<double>(rdx.data(), rdw.data(), rdb.data(),
+                                   at(hdy, b.dy, size_t(N) * O).data(),
+                                   at(hx, b.x, size_t(N) * I).data(), no_w.data(), N, I, O);
+      const auto mine = at(got, b.dw, one.n);
+      const std::string k = what + " #" + std::to_string(i);
+      r.check(k + " vs float64", mine, rdw, 1e-5);
+      one.upload(
+          std::vector<float>(start.begin() + i * b.dw, start.begin() + i * b.dw + int64_t(one.n)));
+      mm.linear_backward_weight(one.ptr(), dy.ptr() + i * b.dy, x.ptr() + i * b.x, N, I, O,
+                                cuda::cuda_dtype<T>(), acc, s);
+      r.check(k + " vs alone", mine, one.download(), 1e-6);
+      if (i + 1 < count) {
+        const size_t gap_begin = size_t(i) * b.dw + one.n, gap_end = size_t(i + 1) * b.dw;
+        gaps_got.insert(gaps_got.end(), got.begin() + gap_begin, got.begin() + gap_end);
+        gaps_start.insert(gaps_start.end(), h0.begin() + gap_begin, h0.begin() + gap_end);
+      }
+    }
+    if (count > 1) r.same_bits(what + ", gaps untouched", gaps_got, gaps_start);
+    dw.upload(start);
+    mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), acc, s,
+                              0, b);
+    r.same_bits(what + ", twice", dw.download(), got);
+  }
+}
+
 // The forward with the residual stream added in the epilogue (the attention and MLP output
 // projections: I = C and 4C, O = C): Y = X W^T + b + R against float64, R left as it was, and
 // the same bits twice.
@@ -260,6 +318,44 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
                            w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
   r.same_bits(t + " layernorm backward dw, twice", dw.download(), dw1);
   r.same_bits(t + " layernorm backward db, twice", db.download(), db1);
+}
+
+// layernorm_backward reading the dx it adds to from another buffer (dx_in; the engine's
+// rotating residual gradient, cuda_engine.cpp kProjWeightGroup): what it stores, the parameter
+// sums and dx's column sums bit for bit those of the in-place call, dx_in left as it was.
+template <typename T>
+void check_layernorm_separate_output(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows,
+                                     int C) {
+  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) +
+                        " layernorm dx into another buffer:";
+  const size_t n = size_t(rows) * C;
+  DevArray<T> x(n), w(C), dy(n), in_place(n), in(n), out(n);
+  DevArray<float> mean(rows), rstd(rows), sums_in_place(3 * size_t(C)), sums(3 * size_t(C));
+  auto hx = x.upload(random_vec(rng, n, 2.0f));
+  auto hw = w.upload(random_vec(rng, C));
+  std::vector<double> ro(n), rm(rows), rr(rows), zero(C, 0.0);
+  cpu::layernorm_forward<double>(ro.data(), rm.data(), rr.data(), hx.data(), hw.data(), zero.data(),
+                                 rows, C);
+  mean.upload(to_float(rm));
+  rstd.upload(to_float(rr));
+  dy.upload(random_vec(rng, n));
+  const auto old = random_vec(rng, n);
+  in_place.upload(old);
+  const auto hin = in.upload(old);
+  out.poison();
+  sums_in_place.poison();  // overwritten (accumulate_params false)
+  sums.poison();
+  DevArray<float> partials(cuda::layernorm_backward_partials(rows, C));
+  float* a = sums_in_place.ptr();
+  cuda::layernorm_backward(in_place.ptr(), a, a + C, a + 2 * C, partials.ptr(), dy.ptr(), x.ptr(),
+                           w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, false, s);
+  float* b = sums.ptr();
+  cuda::layernorm_backward(out.ptr(), b, b + C, b + 2 * C, partials.ptr(), dy.ptr(), x.ptr(),
+                           w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, false, s, nullptr,
+                           static_cast<const T*>(in.ptr()));
+  r.same_bits(t + " dx as in place", out.download(), in_place.download());
+  r.same_bits(t + " dw, db, dx sums as in place", sums.download(), sums_in_place.download());
+  r.same_bits(t + " dx_in untouched", in.download(), hin);
 }
 
 // ref (+)= the column sums of x [rows, cols].
@@ -1043,6 +1139,13 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
   check_deferred_sums<T>(r, rng, s);
+  // dx into another buffer: both kernels (bf16 staged at 192 and 768, wide rows at 2560, dx
+  // read again for its column sums there; fp32 staged at 192, wide from 768).
+  check_layernorm_separate_output<T>(r, rng, s, N, C);
+  check_layernorm_separate_output<T>(r, rng, s, 2 * 3168 + 37, 768);
+  check_layernorm_separate_output<T>(r, rng, s, N, 2560);
+  check_weight_grad_batch<T>(r, rng, mm, s, 3);
+  check_weight_grad_batch<T>(r, rng, mm, s, 2);
   // The forward at one to four packs a lane (C = 1000: bf16's last on 29 of 32 lanes) and at
   // GPT-2's rows (bf16 three packs a lane).
   check_forward_shape<T>(r, rng, s, N, C);

@@ -317,6 +317,61 @@ void check_losses_track_cpu(gpu_check::Report& r, const GptConfig& cfg,
   }
 }
 
+// Which path the engine says its attention projection's weight gradients take
+// (cuda_engine.cpp, kProjWeightGroup): " attn-proj-dw:batch<n>" or " attn-proj-dw:per-layer",
+// with the reason where the rule refused the batch.
+std::string proj_dw_path(const Engine& e) {
+  const std::string d = e.describe();
+  const size_t at = d.find("attn-proj-dw:");
+  if (at == std::string::npos) return "(not described)";
+  size_t end = d.find(' ', at);  // the word, and the reason in parentheses after it
+  if (end != std::string::npos && d.compare(end, 2, " (") == 0) end = d.find(')', end) + 1;
+  return d.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+// The projection's weight gradients batched by layers: the path each engine takes (the batch
+// where the rule allows it; per layer with --recompute and with the exchange, never batched
+// there), and at 4 layers (a batch of 3, then one of 1: the lowest group smaller) the fp32 loss
+// against the CPU's and two bf16 runs bit for bit. The 2-layer checks (one batch of 2) run the
+// other paths (graphs, resume, micro-steps' "+=").
+void check_proj_weight_groups(gpu_check::Report& r, GptConfig cfg, const std::vector<Batch>& data,
+                              uint64_t seed) {
+  Communicator& comm = Communicator::world();
+  struct Variant {
+    const char* name;
+    bool recompute, reduce_bf16, batched;
+  };
+  for (const Variant& v :
+       {Variant{"bf16", false, false, true}, Variant{"bf16 --recompute", true, false, false},
+        Variant{"bf16 reduce-bf16 (exchange)", false, true, false}}) {
+    EngineOptions o = options("cuda", "bf16");
+    o.recompute = v.recompute;
+    o.reduce_bf16 = v.reduce_bf16;
+    const std::string path = proj_dw_path(*make_engine(cfg, o, comm, seed));
+    // Batched where allowed, unless the switch is 1 (per-layer without a reason).
+    const bool ok =
+        v.batched ? path.rfind("attn-proj-dw:batch", 0) == 0 || path == "attn-proj-dw:per-layer"
+                  : path.rfind("attn-proj-dw:per-layer", 0) == 0;
+    std::printf("%-4s %-44s %s\n", ok ? "ok" : "FAIL",
+                (std::string("cuda ") + v.name + ": projection dW path").c_str(), path.c_str());
+    if (!ok) r.fail(std::string(v.name) + ": projection weight gradients on the wrong path");
+  }
+  cfg.layers = 4;
+  auto ref = run(*make_engine(cfg, options("cpu", "fp32"), comm, seed), data, 0, kSteps);
+  auto gpu = make_engine(cfg, options("cuda", "fp32"), comm, seed);
+  auto l = run(*gpu, data, 0, kSteps);
+  double worst = 0;
+  for (int s = 0; s < kSteps; ++s) worst = std::max(worst, std::abs(l[s] - ref[s]) / ref[s]);
+  const std::string what = "cuda fp32 4 layers vs cpu loss (" + proj_dw_path(*gpu) + ")";
+  std::printf("%-4s %-44s worst step rel diff %.3e (tol 1e-04)\n", worst <= 1e-4 ? "ok" : "FAIL",
+              what.c_str(), worst);
+  if (!(worst <= 1e-4)) r.fail(what);
+  Trace one, two;
+  run_traced(*make_engine(cfg, options("cuda", "bf16"), comm, seed), data, 0, kSteps, one);
+  run_traced(*make_engine(cfg, options("cuda", "bf16"), comm, seed), data, 0, kSteps, two);
+  expect_same(r, "cuda bf16 4 layers two runs, same seed", one, two);
+}
+
 // Checkpoint crossover: 10 steps on one device, the state moved, 10 more on the other.
 void check_crossover(gpu_check::Report& r, const GptConfig& cfg, const std::vector<Batch>& data,
                      uint64_t seed, const std::vector<double>& ref) {
@@ -361,6 +416,7 @@ int main() {
     check_reproducible(r, cfg, data, seed);
     check_graphs_match_eager(r, cfg, data, seed);
     check_norms_track_cpu(r, cfg, data, seed);
+    check_proj_weight_groups(r, cfg, data, seed);
     return r.exit_code();
   } catch (const std::exception& e) {
     std::printf("FAILED with exception: %s\n", e.what());
