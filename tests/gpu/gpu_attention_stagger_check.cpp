@@ -28,7 +28,7 @@ using namespace railyard;
 namespace {
 
 constexpr int kLayers = 12;
-constexpr size_t kBudget = size_t(4) << 20;  // the engine's kAttentionStaggerBudget
+constexpr size_t kBudget = size_t(16) << 20;  // the engine's kAttentionStaggerBudget
 
 using Bytes = std::vector<std::vector<uint8_t>>;
 
