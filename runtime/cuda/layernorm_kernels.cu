@@ -284,6 +284,16 @@ __device__ __forceinline__ void stage_row_bulk(uint4* slot, unsigned long long* 
   commit_async();
 }
 
+// kBulk's barriers, a slot's each (a phase: lane 0's arrival and its copies' bytes), made
+// visible to the warp's lanes.
+__device__ __forceinline__ void init_slot_barriers(unsigned long long* bars, int slots, int lane) {
+  if (lane == 0) {
+    for (int k = 0; k < slots; ++k) mbarrier_init(bars + k, 1);
+    mbarrier_init_fence();
+  }
+  __syncwarp();
+}
+
 // w as kStaged reads it: the lane's fp32 groups of 4 from shared memory.
 struct SharedWeights {
   const float4* w4;
@@ -430,8 +440,10 @@ __device__ void stage_weights(float4* w4, const T* w, int C) {
 
 // The warps' column sums added in warp order: the block's row of partials, in column order
 // (column c = q kN + k of a part is element e = (q / 32) kN + k of lane q % 32). acc4 may be
-// the rings' shared memory: the caller has waited for every warp to be done with it.
-template <typename T, int P, bool kSum, int kW>
+// the rings' shared memory: the caller has waited for every warp to be done with it. kGroups:
+// a thread adds 4 columns at a time, a float4 slot of every warp (kLean, kBulk), else one
+// column (kStaged); each column's sum the same, from 0 in warp order.
+template <typename T, int P, bool kSum, int kW, bool kGroups>
 __device__ void write_lane_partials(float* partials, float4* acc4, int C,
                                     const LaneSums<T, P, kSum>& acc) {
   constexpr int kN = Pack<T>::kN, kG = P * kN / 4, kParts = backward_parts(kSum);
@@ -445,8 +457,25 @@ __device__ void write_lane_partials(float* partials, float4* acc4, int C,
     }
   }
   __syncthreads();
-  const float* a = reinterpret_cast<const float*>(acc4);
   float* out = partials + size_t(blockIdx.x) * kParts * C;
+  if constexpr (kGroups) {
+    for (int s = threadIdx.x; s < kParts * kG * 32; s += blockDim.x) {
+      const int p = s / (kG * 32), g = (s / 32) % kG, q = s % 32 + 32 * (4 * g / kN);
+      if (q >= C / kN) continue;
+      float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int k = 0; k < kW; ++k) {
+        const float4 v = acc4[k * kParts * kG * 32 + s];
+        t = make_float4(t.x + v.x, t.y + v.y, t.z + v.z, t.w + v.w);
+      }
+      float* o = out + size_t(p) * C + q * kN + 4 * g % kN;
+      o[0] = t.x;
+      o[1] = t.y;
+      o[2] = t.z;
+      o[3] = t.w;
+    }
+    return;
+  }
+  const float* a = reinterpret_cast<const float*>(acc4);
   for (int c = threadIdx.x; c < kParts * C; c += blockDim.x) {
     const int p = c / C, col = c - p * C, q = col / kN, e = (q / 32) * kN + col % kN;
     const int slot = (p * kG + e / 4) * 128 + (q % 32) * 4 + e % 4;
@@ -470,13 +499,7 @@ __global__ void __launch_bounds__(kW * 32, 1)
   uint4* ring = reinterpret_cast<uint4*>(shared4 + S::kHead4) + warp * kS * S::kSlot4;
   unsigned long long* bars = reinterpret_cast<unsigned long long*>(shared4) + warp * kS;
   if constexpr (kShared) stage_weights<T, P>(shared4, w, C);
-  if constexpr (kBulk) {
-    if (lane == 0) {
-      for (int k = 0; k < kS; ++k) mbarrier_init(bars + k, 1);
-      mbarrier_init_fence();
-    }
-    __syncwarp();
-  }
+  if constexpr (kBulk) init_slot_barriers(bars, kS, lane);
   const RowSource<T> src{dy, x, dx_in, mean, rstd, C, accumulate, evict_first_policy()};
   const int end = int(int64_t(blockIdx.x + 1) * N / gridDim.x);
   const int first = int(int64_t(blockIdx.x) * N / gridDim.x) + warp;
@@ -519,7 +542,7 @@ __global__ void __launch_bounds__(kW * 32, 1)
   }
   wait_async(0);
   __syncthreads();  // every warp done with its ring: the sums take its place
-  write_lane_partials<T, P, kSum, kW>(partials, shared4 + S::kHead4, C, acc);
+  write_lane_partials<T, P, kSum, kW, !kShared>(partials, shared4 + S::kHead4, C, acc);
 }
 
 // One row of the packed forward, its packs loaded: the statistics and the normalised row.
