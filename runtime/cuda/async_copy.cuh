@@ -90,18 +90,27 @@ __device__ __forceinline__ void mbarrier_arrive_expect(unsigned long long* bar, 
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes)
                : "memory");
 }
-// Waits until the phase of parity `parity` (0 for the barrier's first, 1, 0, ...) completed.
-__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+// Whether the phase of parity `parity` (0 for the barrier's first, 1, 0, ...) has completed
+// (the hardware may suspend the thread a little while before it answers no).
+__device__ __forceinline__ bool mbarrier_try_wait(unsigned long long* bar, unsigned parity) {
   const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
   unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(b), "r"(parity)
-        : "memory");
-  } while (done == 0);
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(b), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// Waits for that phase. A copy that never lands (a wrong byte count) traps after about 2^32
+// clocks (2 s): a launch error rather than a hung GPU.
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+  if (mbarrier_try_wait(bar, parity)) return;
+  const long long start = clock64();
+  while (!mbarrier_try_wait(bar, parity)) {
+    if (clock64() - start > (1LL << 32)) __trap();
+  }
 }
 // Orders this thread's earlier shared-memory accesses before its later bulk copies (which
 // write through another proxy): a slot read, then refilled.
