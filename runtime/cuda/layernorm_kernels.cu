@@ -624,8 +624,8 @@ auto with_lane_packs(int packs, F&& f) {
 template <typename T>
 void launch_layernorm_forward(const ForwardArgs<T>& a, cudaStream_t stream) {
   if (a.ld_out < a.C || a.ld_out % Pack<T>::kN != 0) {
-    throw std::invalid_argument("layernorm_forward: output row stride " + std::to_string(a.ld_out) +
-                                " for rows of " + std::to_string(a.C) +
+    throw std::invalid_argument("layernorm_forward: output row stride " +
+                                std::to_string(a.ld_out) + " for rows of " + std::to_string(a.C) +
                                 ": it must be >= the row and whole 16-byte packs");
   }
   const int lane_packs = (a.C / Pack<T>::kN + 31) / 32;
