@@ -159,6 +159,21 @@ __device__ PieceTarget piece_target(float* dwte, float* partials, const uint32_t
   return t;
 }
 
+// The piece of the run of `tok` that starts at the segment's entry r, at the thread's column c:
+// its rows in shared memory (up to the segment's n entries, whose keys are `keys`) added in order
+// from the first.
+template <int kH>
+__device__ void piece_sum(float4 (&s)[kH], const float4* rows, const uint32_t* keys, uint32_t tok,
+                          int r, int n, int pe, int c) {
+#pragma unroll
+  for (int h = 0; h < kH; ++h) s[h] = rows[(r * kH + h) * pe + c];
+#pragma unroll 1
+  for (int j = r + 1; j < n && keys[j] == tok; ++j) {
+#pragma unroll
+    for (int h = 0; h < kH; ++h) s[h] = add4(s[h], rows[(j * kH + h) * pe + c]);
+  }
+}
+
 // The segment g of the sorted batch (wte_segments.hpp): entry r's threads (pe of them, `passes`
 // packs each) load its row of dout into shared memory, with the wte row where the entry starts a
 // run wholly in the segment; then the first entry of each run in the segment adds the run's rows
@@ -197,16 +212,8 @@ __device__ void wte_segment(float* dwte, float* partials, const T* dout, const u
     }
     __syncthreads();
     if (active && t.starts) {
-      int end = r + 1;
-      while (end < n && keys[first + end] == tok) ++end;
       float4 s[kH];
-#pragma unroll
-      for (int h = 0; h < kH; ++h) s[h] = rows[(r * kH + h) * pe + c];
-#pragma unroll 1
-      for (int j = r + 1; j < end; ++j) {
-#pragma unroll
-        for (int h = 0; h < kH; ++h) s[h] = add4(s[h], rows[(j * kH + h) * pe + c]);
-      }
+      piece_sum(s, rows, keys + first, tok, r, n, pe, c);
       float4* out = reinterpret_cast<float4*>(t.out + q * kN);
 #pragma unroll
       for (int h = 0; h < kH; ++h) out[h] = t.whole ? add4(old[h], s[h]) : s[h];
