@@ -252,7 +252,7 @@ __device__ int segments_continued(const uint32_t* keys, uint32_t tok, int g, int
 // Partials [b, e) of the list (segment g's tail row, then the next segments' head rows) at float4
 // column col, added in order from the first.
 __device__ float4 partials_sum(const float4* partials, int g, int C4, int col, int b, int e) {
-  constexpr int kInFlight = 8;
+  constexpr int kInFlight = 4;  // two combine blocks a multiprocessor: 40 registers
   auto row = [&](int k) { return partials[size_t(k == 0 ? 2 * g + 1 : 2 * (g + k)) * C4 + col]; };
   float4 s = row(b);
   for (int k = b + 1; k < e; k += kInFlight) {
@@ -269,17 +269,15 @@ __device__ float4 partials_sum(const float4* partials, int g, int C4, int col, i
   return s;
 }
 
-// Block g adds the run that starts in segment g and continues past it (if one does): its partials
-// in kCombineGroups parts side by side (cw float4 columns a group, `passes` times), then the parts
-// in order, then the sum to the wte row.
-__global__ void embedding_combine_kernel(float* dwte, const float* partials, const uint32_t* keys,
-                                         int N, int C, int cw, int passes) {
-  __shared__ float4 parts[kCombineGroups * kCombineColumns];
-  const int g = blockIdx.x, first = g * kWteSegmentRows;
-  const int last = min(first + kWteSegmentRows, N) - 1;
+// The run that starts in segment g and continues past it, if one does (the same for the whole
+// block): its partials in kCombineGroups parts side by side (cw float4 columns a group, `passes`
+// times), then the parts in order, then the sum added to the wte row.
+__device__ void combine_segment(float4* parts, float* dwte, const float* partials,
+                                const uint32_t* keys, int N, int C, int g, int cw, int passes) {
+  const int first = g * kWteSegmentRows, last = min(first + kWteSegmentRows, N) - 1;
   if (last + 1 >= N) return;
   const uint32_t tok = keys[last];
-  if (keys[last + 1] != tok || (first > 0 && keys[first - 1] == tok)) return;  // whole block
+  if (keys[last + 1] != tok || (first > 0 && keys[first - 1] == tok)) return;
   const int count = 1 + segments_continued(keys, tok, g, N), C4 = C / 4;
   const int grp = threadIdx.x / cw, c = threadIdx.x % cw;
   const bool in = grp < kCombineGroups;  // the block is whole warps (the ballot)
@@ -289,19 +287,32 @@ __global__ void embedding_combine_kernel(float* dwte, const float* partials, con
   float4* row = reinterpret_cast<float4*>(dwte + size_t(tok) * C);
   for (int pass = 0; pass < passes; ++pass) {
     const int col = pass * cw + c;
+    const float4 old = grp == 0 && col < C4 ? row[col] : make_float4(0.f, 0.f, 0.f, 0.f);
     if (col < C4 && b < e) parts[grp * cw + c] = partials_sum(p4, g, C4, col, b, e);
     __syncthreads();
     if (grp == 0 && col < C4) {
       bool any = false;
-      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+      float4 s = old;  // a placeholder: the first part replaces it
       for (int j = 0; j < kCombineGroups; ++j) {
         if (combine_part_begin(j, count) == combine_part_begin(j + 1, count)) continue;
         s = any ? add4(s, parts[j * cw + c]) : parts[j * cw + c];
         any = true;
       }
-      row[col] = add4(row[col], s);
+      row[col] = add4(old, s);
     }
-    __syncthreads();
+    __syncthreads();  // parts are the next pass's
+  }
+}
+
+// Block k combines segments [k, k + 1) x kCombineSegments, one after another: most have nothing
+// to add, so a block each would be mostly empty blocks.
+__global__ void __launch_bounds__(kCombineGroups* kCombineColumns, 2)
+    embedding_combine_kernel(float* dwte, const float* partials, const uint32_t* keys, int N, int C,
+                             int cw, int passes) {
+  __shared__ float4 parts[kCombineGroups * kCombineColumns];
+  const int g0 = blockIdx.x * kCombineSegments, segments = wte_segments(N);
+  for (int g = g0; g < min(g0 + kCombineSegments, segments); ++g) {
+    combine_segment(parts, dwte, partials, keys, N, C, g, cw, passes);
   }
 }
 
@@ -341,8 +352,9 @@ void launch_segments(float* dwte, float* dwpe, float* partials, const T* dout, c
   RY_CUDA_LAUNCHED();
   const SplitShape cs = split_items(C / 4, kCombineColumns);
   const int combine_threads = (kCombineGroups * cs.threads + 31) / 32 * 32;
-  embedding_combine_kernel<<<segments, combine_threads, 0, stream>>>(dwte, partials, keys, N, C,
-                                                                     cs.threads, cs.passes);
+  const int combine_blocks = (segments + kCombineSegments - 1) / kCombineSegments;
+  embedding_combine_kernel<<<combine_blocks, combine_threads, 0, stream>>>(
+      dwte, partials, keys, N, C, cs.threads, cs.passes);
   RY_CUDA_LAUNCHED();
 }
 

@@ -27,8 +27,10 @@ inline constexpr int kWteSegmentThreads = 768;
 inline constexpr int kCombineGroups = 4;
 // float4 columns a combine block's group takes at once, at most.
 inline constexpr int kCombineColumns = 192;
+// Segments a combine block takes one after another (most have no run to combine).
+inline constexpr int kCombineSegments = 4;
 
-constexpr int wte_segments(int entries) {
+RY_WTE_SEGMENTS_FN int wte_segments(int entries) {
   return (entries + kWteSegmentRows - 1) / kWteSegmentRows;
 }
 
