@@ -269,6 +269,20 @@ __device__ float4 partials_sum(const float4* partials, int g, int C4, int col, i
   return s;
 }
 
+// The sums of the kCombineGroups parts of `count` partials (parts[j * cw]), the empty ones left
+// out, added in order from the first.
+__device__ float4 parts_in_order(const float4* parts, int cw, int count) {
+  int j = 0;
+  while (combine_part_begin(j, count) == combine_part_begin(j + 1, count)) ++j;  // count >= 2
+  float4 s = parts[j * cw];
+  for (++j; j < kCombineGroups; ++j) {
+    if (combine_part_begin(j, count) < combine_part_begin(j + 1, count)) {
+      s = add4(s, parts[j * cw]);
+    }
+  }
+  return s;
+}
+
 // The run that starts in segment g and continues past it, if one does (the same for the whole
 // block): its partials in kCombineGroups parts side by side (cw float4 columns a group, `passes`
 // times), then the parts in order, then the sum added to the wte row.
@@ -290,16 +304,7 @@ __device__ void combine_segment(float4* parts, float* dwte, const float* partial
     const float4 old = grp == 0 && col < C4 ? row[col] : make_float4(0.f, 0.f, 0.f, 0.f);
     if (col < C4 && b < e) parts[grp * cw + c] = partials_sum(p4, g, C4, col, b, e);
     __syncthreads();
-    if (grp == 0 && col < C4) {
-      bool any = false;
-      float4 s = old;  // a placeholder: the first part replaces it
-      for (int j = 0; j < kCombineGroups; ++j) {
-        if (combine_part_begin(j, count) == combine_part_begin(j + 1, count)) continue;
-        s = any ? add4(s, parts[j * cw + c]) : parts[j * cw + c];
-        any = true;
-      }
-      row[col] = add4(old, s);
-    }
+    if (grp == 0 && col < C4) row[col] = add4(old, parts_in_order(parts + c, cw, count));
     __syncthreads();  // parts are the next pass's
   }
 }
