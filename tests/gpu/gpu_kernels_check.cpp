@@ -742,7 +742,7 @@ std::vector<int32_t> word_like_tokens(std::mt19937_64& rng, int n) {
   double total = 0;
   for (int k = 0; k < V; ++k) cdf[size_t(k)] = total += 1.0 / (k + 1);
   std::uniform_real_distribution<double> u(0.0, total);
-  std::vector<int32_t> tok(size_t(n));
+  std::vector<int32_t> tok(static_cast<size_t>(n));
   for (auto& id : tok) {
     id = std::min(int32_t(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin()), V - 1);
   }
