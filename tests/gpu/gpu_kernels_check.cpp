@@ -546,21 +546,13 @@ StagedOrder stage_order(Report& r, const std::string& what, const std::vector<in
   return o;
 }
 
-// dwte as the kernel must sum it: per run of a token, its rows of dout in the staged order, in
-// fp32 from zero, then added to the row's value before. Equal bits prove the summation order.
-std::vector<double> wte_in_order(std::vector<double> wte, const std::vector<double>& dout,
-                                 const StagedOrder& o, int c) {
-  const size_t n = o.tokens.size();
-  for (size_t i = 0, end = 0; i < n; i = end) {
-    while (end < n && o.tokens[end] == o.tokens[i]) ++end;
-    for (int k = 0; k < c; ++k) {
-      float s = 0.0f;
-      for (size_t j = i; j < end; ++j) s += float(dout[size_t(o.positions[j]) * c + k]);
-      double& w = wte[size_t(o.tokens[i]) * c + k];
-      w = double(float(w) + s);
-    }
-  }
-  return wte;
+// A run's rows [i, end) of dout at column k in the staged order, in fp32 from zero (the run per
+// warp group).
+float run_in_order(const std::vector<double>& dout, const StagedOrder& o, size_t i, size_t end,
+                   int c, int k) {
+  float s = 0.0f;
+  for (size_t j = i; j < end; ++j) s += float(dout[size_t(o.positions[j]) * c + k]);
+  return s;
 }
 
 // A run's rows [i, end) of dout at column k cut at every kWteSegmentRows-th sorted entry, each
@@ -592,20 +584,6 @@ float run_in_segments(const std::vector<double>& dout, const StagedOrder& o, siz
   return total;
 }
 
-// dwte as WteBackward::kSegments must sum it (run_in_segments), added to the row's value before.
-std::vector<double> wte_in_segments(std::vector<double> wte, const std::vector<double>& dout,
-                                    const StagedOrder& o, int c) {
-  const size_t n = o.tokens.size();
-  for (size_t i = 0, end = 0; i < n; i = end) {
-    while (end < n && o.tokens[end] == o.tokens[i]) ++end;
-    for (int k = 0; k < c; ++k) {
-      double& w = wte[size_t(o.tokens[i]) * c + k];
-      w = double(float(w) + run_in_segments(dout, o, i, end, c, k));
-    }
-  }
-  return wte;
-}
-
 using cuda::WteBackward;
 constexpr WteBackward kWteWays[] = {WteBackward::kRunPerWarpGroup, WteBackward::kSegments};
 
@@ -613,11 +591,21 @@ std::string way_name(WteBackward how) {
   return how == WteBackward::kSegments ? "segments" : "run per warp group";
 }
 
-// The order each way must sum in, from `wte` before.
-std::vector<double> wte_exact(WteBackward how, const std::vector<double>& wte,
+// dwte as each way must sum it: per run of a token its sum (run_in_order or run_in_segments)
+// added to the row's value before. Equal bits prove the summation order.
+std::vector<double> wte_exact(WteBackward how, std::vector<double> wte,
                               const std::vector<double>& dout, const StagedOrder& o, int c) {
-  return how == WteBackward::kSegments ? wte_in_segments(wte, dout, o, c)
-                                       : wte_in_order(wte, dout, o, c);
+  const size_t n = o.tokens.size();
+  for (size_t i = 0, end = 0; i < n; i = end) {
+    while (end < n && o.tokens[end] == o.tokens[i]) ++end;
+    for (int k = 0; k < c; ++k) {
+      const float s = how == WteBackward::kSegments ? run_in_segments(dout, o, i, end, c, k)
+                                                    : run_in_order(dout, o, i, end, c, k);
+      double& w = wte[size_t(o.tokens[i]) * c + k];
+      w = double(float(w) + s);
+    }
+  }
+  return wte;
 }
 
 template <typename T>
