@@ -966,6 +966,63 @@ void check_norm_from_splits(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   }
 }
 
+// grad_sumsq_ranges_clip (the engine's kFusedNormClip) against the three launches it replaces
+// (grad_sumsq_ranges, sum_slots, clip_factor_on_device): the same sum of squares and clip factor
+// bit for bit, at a clip that scales, one that does not and none (0); twice (the ticket back at
+// zero) and from a CUDA graph. More tiles than blocks and two chunks of given slots.
+void check_norm_clip_fused(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  const SplitBuffer b = split_buffer(768, {3 * 768, 4 * 768, 4 * 768});
+  const auto table = cuda::sumsq_range_table(b.rest);
+  const size_t tiles = table.back().first_tile, n_done = b.slots;
+  DevArray<float> g(b.n), scale(1);
+  auto hg = g.upload(random_vec(rng, b.n));
+  DevArray<double> done(n_done), slots(cuda::grad_sumsq_ranges_slots(tiles, n_done)), sumsq(1);
+  std::vector<float> d = random_vec(rng, n_done, 30.0f);
+  for (float& x : d) x *= x;  // sums of squares
+  const auto hdone = done.upload(d);
+  DevArray<uint32_t> ticket(1);
+  RY_CUDA(cudaMemset(ticket.ptr(), 0, sizeof(uint32_t)));
+  cuda::DeviceBuffer ranges(table.size() * sizeof(cuda::SumsqRange));
+  RY_CUDA(cudaMemcpy(ranges.as<void>(), table.data(), table.size() * sizeof(cuda::SumsqRange),
+                     cudaMemcpyHostToDevice));
+  const auto* rg = ranges.as<cuda::SumsqRange>();
+  auto run = [&](const std::function<void(cudaStream_t)>& queue, bool graph) {
+    slots.poison();
+    sumsq.poison();
+    scale.poison();
+    RY_CUDA(cudaDeviceSynchronize());  // the poison is on the legacy stream
+    if (graph) {
+      run_in_graph(queue);
+    } else {
+      queue(s);
+    }
+    return std::vector<double>{sumsq.download()[0], scale.download()[0]};
+  };
+  double ref = 0;  // every element of the buffer (the gaps the ranges skip are not summed)
+  for (const auto& [begin, end] : b.rest)
+    for (size_t i = begin; i < end; ++i) ref += hg[i] * hg[i];
+  for (double d : hdone) ref += d;
+  for (float clip : {1.0f, 1e9f, 0.0f}) {
+    const std::string t = "fused norm and clip (clip " + std::to_string(clip) + ")";
+    const auto three = run(
+        [&](cudaStream_t st) {
+          cuda::grad_sumsq_ranges(slots.ptr(), g.ptr(), rg, tiles, done.ptr(), n_done, st);
+          cuda::sum_slots(sumsq.ptr(), slots.ptr(), slots.n, st);
+          cuda::clip_factor_on_device(scale.ptr(), sumsq.ptr(), clip, st);
+        },
+        false);
+    auto fused = [&](cudaStream_t st) {
+      cuda::grad_sumsq_ranges_clip(sumsq.ptr(), scale.ptr(), clip, ticket.ptr(), slots.ptr(),
+                                   g.ptr(), rg, tiles, done.ptr(), n_done, st);
+    };
+    r.check(t + " vs float64", {three[0]}, {ref}, 1e-6);
+    r.same_bits(t + " = 3 launches", run(fused, false), three);
+    r.same_bits(t + " = 3 launches, again", run(fused, false), three);
+    r.same_bits(t + " = 3 launches, graph", run(fused, true), three);
+    r.same_bits(t + ": ticket back at 0", ticket.download(), {0.0});
+  }
+}
+
 // A pin set from its configuration alone (cublasLtMatmulAlgoInit and the configuration's fields,
 // as the engine sets a pin the heuristic does not offer, e.g. one the survey enumerated) must be
 // the pin and give the bits of the algorithm the engine runs for it.
@@ -1191,6 +1248,7 @@ int main() {
     check_all<cuda::bf16>(r, rng, mm, s);
     check_grad_norm(r, rng, s);
     check_norm_from_splits(r, rng, s);
+    check_norm_clip_fused(r, rng, s);
     check_split_ones_column(r, rng, s, 2304, 768, 0);
     check_split_ones_column(r, rng, s, 7, 33, 0);
     check_split_ones_column(r, rng, s, 5, 768, 1);
