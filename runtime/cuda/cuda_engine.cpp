@@ -78,6 +78,16 @@ constexpr bool kFusedNormClip = true;
 // bits. false (the A/B switch): the copy, one forward graph.
 constexpr bool kForwardReadsInputSlot = true;
 
+// The start line's words for the two switches above; the fused norm needs kNormFromSplits.
+std::string step_edges_description(bool norm_from_splits) {
+  std::string d;
+  if (kFusedNormClip) {
+    d += norm_from_splits ? " norm-clip:fused" : " norm-clip:3-launches (full pass)";
+  }
+  if (kForwardReadsInputSlot) d += " input:in-slot";
+  return d;
+}
+
 // cuDNN's attention calls at staggered workspaces, so that the small memsets each issues into
 // its workspace (24 a GPT-2 step, each a ~1.6 us kernel in the graphs) are hoisted to one zeroing
 // kernel at the head of each step graph (memset_stagger.hpp, attention_stagger.hpp). Needs the
@@ -437,10 +447,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   // reduction asks for the rounding that its exchange applies.
   exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
   norm_from_splits_ = kNormFromSplits && !exchange_needed_;
-  if (kFusedNormClip) {
-    describe_ += norm_from_splits_ ? " norm-clip:fused" : " norm-clip:3-launches (full pass)";
-  }
-  if (kForwardReadsInputSlot) describe_ += " input:in-slot";
+  describe_ += step_edges_description(norm_from_splits_);
   if (norm_from_splits_) norm_range_table_ = sumsq_range_table(norm_rest_parts());
 
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
