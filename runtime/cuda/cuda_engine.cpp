@@ -78,6 +78,14 @@ constexpr bool kFusedNormClip = true;
 // bits. false (the A/B switch): the copy, one forward graph.
 constexpr bool kForwardReadsInputSlot = true;
 
+// The token order's copy to the device (sorted on the host while the forward runs) as a branch
+// of the backward graph, beside its first kernels and joined before the embedding backward,
+// instead of a copy on the input pipeline's stream that the compute stream waits for between
+// the forward and backward graphs: that event wait sat in the step's largest gap (6.7 us between
+// the graphs). One backward graph per input slot (StepKey::input: the copy reads the slot's
+// host staging). Same bits. false (the A/B switch): the wait between the graphs.
+constexpr bool kOrderCopyInBackward = true;
+
 // The start line's words for the two switches above; the fused norm needs kNormFromSplits.
 std::string step_edges_description(bool norm_from_splits) {
   std::string d;
@@ -85,6 +93,7 @@ std::string step_edges_description(bool norm_from_splits) {
     d += norm_from_splits ? " norm-clip:fused" : " norm-clip:3-launches (full pass)";
   }
   if (kForwardReadsInputSlot) d += " input:in-slot";
+  if (kOrderCopyInBackward) d += " token-order:in-backward";
   return d;
 }
 
@@ -308,7 +317,7 @@ class CudaEngine final : public Engine {
                  const std::function<void()>& launch);
   // The batch's tokens and targets to the device: into the fixed buffer batch_, or with
   // kForwardReadsInputSlot left in the pipeline's slot, which tokens_ and targets_ then point
-  // at (input_slot_ says which); the token order follows with stage_order, before the backward.
+  // at; the token order follows (stage_order, or kOrderCopyInBackward), before the backward.
   void stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets);
   // Queues the copy of `bytes` at `src` to the host, after the work queued so far, on the stream
   // scalars_stream_, and records `done` there: the compute stream goes on to its next kernel
@@ -354,10 +363,9 @@ class CudaEngine final : public Engine {
   std::array<int32_t*, 2> batch_slots_{};  // the input pipeline's
   // The batch being computed (the rows of input_pipeline.hpp's BatchRow): its token order, and
   // its tokens and targets unless kForwardReadsInputSlot (then the forward graphs are keyed by
-  // the slot they read).
+  // the slot they read: InputPipeline::last_slot()).
   int32_t* batch_ = nullptr;
   const int32_t *tokens_ = nullptr, *targets_ = nullptr;
-  int input_slot_ = 0;
   uint32_t *sorted_tokens_ = nullptr, *sorted_positions_ = nullptr;
   float* losses_ = nullptr;
 
@@ -1163,6 +1171,7 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     }
   }
   sum_pending();  // without the exchange, every one queued: one launch for the whole backward
+  if (kOrderCopyInBackward) input_->copy_order_end(stream_);  // the order, for the embedding's
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
   embedding_backward(g(wte_), g(wpe_), resid_grad(0), sorted_tokens_, sorted_positions_, B, Tn, C_,
                      acc, stream_);
@@ -1343,8 +1352,10 @@ void CudaEngine<T>::run_phase(Phase phase, int B, int Tn, bool acc, float scale,
   if (B != Bmax_ || Tn != Tmax_) return launch();
   uint32_t scale_bits = 0;
   std::memcpy(&scale_bits, &scale, sizeof scale_bits);
-  // Only the forward reads the tokens and targets (embedding, loss head).
-  const int input = kForwardReadsInputSlot && phase == kForwardPhase ? input_slot_ : 0;
+  // The forward reads the tokens and targets (embedding, loss head), the backward copies the
+  // token order from the slot's host staging.
+  const bool by_slot = phase == kForwardPhase ? kForwardReadsInputSlot : kOrderCopyInBackward;
+  const int input = by_slot ? input_->last_slot() : 0;
   graphs_->run(StepKey{int(phase), B, Tn, acc, scale_bits, input}, stream_, launch);
 }
 
@@ -1355,7 +1366,6 @@ void CudaEngine<T>::stage_batch(std::span<const int32_t> tokens, std::span<const
   if (kForwardReadsInputSlot) {
     // Safe to read until the slot's next stage(), which waits for all work queued before the
     // stage() after this one (InputPipeline's promise).
-    input_slot_ = slot == batch_slots_[0] ? 0 : 1;
     tokens_ = slot + kTokensRow * N;
     targets_ = slot + kTargetsRow * N;
     return;
@@ -1420,9 +1430,17 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   });
   copy_losses(N);
   // Sorted while the GPU runs the forward: between the steps, the GPU would wait for it.
-  input_->stage_order(tokens, batch_ + kSortedTokensRow * size_t(Bmax_) * Tmax_, stream_);
+  int32_t* order_rows = batch_ + kSortedTokensRow * size_t(Bmax_) * Tmax_;
+  if (kOrderCopyInBackward) {
+    input_->sort_order(tokens);
+  } else {
+    input_->stage_order(tokens, order_rows, stream_);
+  }
   // The gradient exchange's launches (another stream, events) stay out of the graphs.
-  auto back = [&] { backward(B, Tn, exchange, acc); };
+  auto back = [&] {
+    if (kOrderCopyInBackward) input_->copy_order_begin(order_rows, stream_);
+    backward(B, Tn, exchange, acc);
+  };
   if (exchange) {
     back();
   } else {
