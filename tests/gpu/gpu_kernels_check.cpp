@@ -2,6 +2,7 @@
 // random inputs, in fp32 and bf16, with outputs poisoned before each run. Exit 77 without a GPU.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "gemm_pins.hpp"
 #include "gpu_check.hpp"
 #include "grad_norm_kernels.hpp"
+#include "input_pipeline.hpp"
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
 #include "ones_column_kernels.hpp"
@@ -1023,6 +1025,50 @@ void check_norm_clip_fused(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   }
 }
 
+// The token order copied by the backward's graph (InputPipeline::copy_order_begin/end, the
+// engine's kOrderCopyInBackward): one graph per slot, captured at the slot's first batch and
+// replayed for the later ones, must leave each batch's own order in the rows (TokenOrder's, as
+// stage_order copies it), never a stale one.
+void check_order_copy_in_graphs(Report& r, std::mt19937_64& rng) {
+  constexpr size_t n = 4096;
+  constexpr int vocab = 1000;  // many repeats: the order within a token is by position
+  DevArray<int32_t> slot0(cuda::kInputRows * n), slot1(cuda::kInputRows * n), rows(2 * n);
+  cuda::InputPipeline in(n, vocab, {slot0.ptr(), slot1.ptr()});
+  cuda::TokenOrder order(vocab);
+  cudaStream_t cs = nullptr;
+  RY_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  std::array<cudaGraphExec_t, 2> exec{};
+  std::vector<double> got, want;
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  for (int batch = 0; batch < 6; ++batch) {
+    std::vector<int32_t> tokens(n);
+    for (int32_t& t : tokens) t = pick(rng);
+    in.stage(tokens, tokens, cs);
+    in.sort_order(tokens);
+    cudaGraphExec_t& e = exec[size_t(in.last_slot())];
+    if (e == nullptr) {
+      cudaGraph_t graph = nullptr;
+      RY_CUDA(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+      in.copy_order_begin(rows.ptr(), cs);
+      in.copy_order_end(cs);
+      RY_CUDA(cudaStreamEndCapture(cs, &graph));
+      RY_CUDA(cudaGraphInstantiate(&e, graph, 0));
+      RY_CUDA(cudaGraphDestroy(graph));
+    }
+    RY_CUDA(cudaGraphLaunch(e, cs));
+    RY_CUDA(cudaStreamSynchronize(cs));
+    const auto dev = rows.download();
+    got.insert(got.end(), dev.begin(), dev.end());
+    std::vector<uint32_t> st(n), sp(n);
+    order.sort(tokens, st.data(), sp.data());
+    want.insert(want.end(), st.begin(), st.end());
+    want.insert(want.end(), sp.begin(), sp.end());
+  }
+  r.same_bits("token order copied by a graph per slot, 6 batches", got, want);
+  for (cudaGraphExec_t e : exec) RY_CUDA(cudaGraphExecDestroy(e));
+  RY_CUDA(cudaStreamDestroy(cs));
+}
+
 // A pin set from its configuration alone (cublasLtMatmulAlgoInit and the configuration's fields,
 // as the engine sets a pin the heuristic does not offer, e.g. one the survey enumerated) must be
 // the pin and give the bits of the algorithm the engine runs for it.
@@ -1249,6 +1295,7 @@ int main() {
     check_grad_norm(r, rng, s);
     check_norm_from_splits(r, rng, s);
     check_norm_clip_fused(r, rng, s);
+    check_order_copy_in_graphs(r, rng);
     check_split_ones_column(r, rng, s, 2304, 768, 0);
     check_split_ones_column(r, rng, s, 7, 33, 0);
     check_split_ones_column(r, rng, s, 5, 768, 1);
