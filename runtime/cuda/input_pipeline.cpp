@@ -61,20 +61,11 @@ const int32_t* InputPipeline::stage(std::span<const int32_t> tokens,
 
 void InputPipeline::stage_order(std::span<const int32_t> tokens, int32_t* rows,
                                 cudaStream_t compute) {
-  const size_t n = tokens.size();
-  if (n > max_) {
-    throw std::invalid_argument("CUDA engine: the token order of " + std::to_string(n) +
-                                " positions does not fit the " + std::to_string(max_) + " planned");
-  }
+  sort_order(tokens);
   const int k = slot_;
-  int32_t* h = host_[k].as<int32_t>();
-  order_.sort(tokens, reinterpret_cast<uint32_t*>(h + kSortedTokensRow * max_),
-              reinterpret_cast<uint32_t*>(h + kSortedPositionsRow * max_));
   // `rows` may still be read by work queued before this batch's stage().
   RY_CUDA(cudaStreamWaitEvent(stream_, released_[k ^ 1], 0));
-  const size_t pitch = max_ * sizeof(int32_t);
-  RY_CUDA(cudaMemcpy2DAsync(rows, pitch, h + kSortedTokensRow * max_, pitch, n * sizeof(int32_t),
-                            kBatchRows - kInputRows, cudaMemcpyHostToDevice, stream_));
+  copy_order(rows);
   RY_CUDA(cudaEventRecord(copied_[k], stream_));
   RY_CUDA(cudaStreamWaitEvent(compute, copied_[k], 0));
 }
@@ -90,14 +81,18 @@ void InputPipeline::sort_order(std::span<const int32_t> tokens) {
   sorted_ = tokens.size();
 }
 
-void InputPipeline::copy_order_begin(int32_t* rows, cudaStream_t compute) {
+void InputPipeline::copy_order(int32_t* rows) {
   const int32_t* h = host_[slot_].as<int32_t>();
-  RY_CUDA(cudaEventRecord(fork_, compute));
-  RY_CUDA(cudaStreamWaitEvent(stream_, fork_, 0));
   const size_t pitch = max_ * sizeof(int32_t);
   RY_CUDA(cudaMemcpy2DAsync(rows, pitch, h + kSortedTokensRow * max_, pitch,
                             sorted_ * sizeof(int32_t), kBatchRows - kInputRows,
                             cudaMemcpyHostToDevice, stream_));
+}
+
+void InputPipeline::copy_order_begin(int32_t* rows, cudaStream_t compute) {
+  RY_CUDA(cudaEventRecord(fork_, compute));
+  RY_CUDA(cudaStreamWaitEvent(stream_, fork_, 0));
+  copy_order(rows);
   RY_CUDA(cudaEventRecord(join_, stream_));
 }
 

@@ -55,6 +55,9 @@ class InputPipeline {
   int last_slot() const { return slot_; }
 
  private:
+  // The order sort_order left in the last slot's staging into `rows`, queued on stream_.
+  void copy_order(int32_t* rows);
+
   size_t max_;
   TokenOrder order_;
   std::array<int32_t*, 2> d_slots_;
