@@ -2,6 +2,7 @@
 // random inputs, in fp32 and bf16, with outputs poisoned before each run. Exit 77 without a GPU.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "gemm_pins.hpp"
 #include "gpu_check.hpp"
 #include "grad_norm_kernels.hpp"
+#include "input_pipeline.hpp"
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
 #include "ones_column_kernels.hpp"
@@ -1042,6 +1044,107 @@ void check_norm_from_splits(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   }
 }
 
+// grad_sumsq_ranges_clip (the engine's kFusedNormClip) against the three launches it replaces
+// (grad_sumsq_ranges, sum_slots, clip_factor_on_device): the same sum of squares and clip factor
+// bit for bit, at a clip that scales, one that does not and none (0); twice (the ticket back at
+// zero) and from a CUDA graph. More tiles than blocks and two chunks of given slots.
+void check_norm_clip_fused(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  const SplitBuffer b = split_buffer(768, {3 * 768, 4 * 768, 4 * 768});
+  const auto table = cuda::sumsq_range_table(b.rest);
+  const size_t tiles = table.back().first_tile, n_done = b.slots;
+  DevArray<float> g(b.n), scale(1);
+  auto hg = g.upload(random_vec(rng, b.n));
+  DevArray<double> done(n_done), slots(cuda::grad_sumsq_ranges_slots(tiles, n_done)), sumsq(1);
+  std::vector<float> d = random_vec(rng, n_done, 30.0f);
+  for (float& x : d) x *= x;  // sums of squares
+  const auto hdone = done.upload(d);
+  DevArray<uint32_t> ticket(1);
+  RY_CUDA(cudaMemset(ticket.ptr(), 0, sizeof(uint32_t)));
+  cuda::DeviceBuffer ranges(table.size() * sizeof(cuda::SumsqRange));
+  RY_CUDA(cudaMemcpy(ranges.as<void>(), table.data(), table.size() * sizeof(cuda::SumsqRange),
+                     cudaMemcpyHostToDevice));
+  const auto* rg = ranges.as<cuda::SumsqRange>();
+  auto run = [&](const std::function<void(cudaStream_t)>& queue, bool graph) {
+    slots.poison();
+    sumsq.poison();
+    scale.poison();
+    RY_CUDA(cudaDeviceSynchronize());  // the poison is on the legacy stream
+    if (graph) {
+      run_in_graph(queue);
+    } else {
+      queue(s);
+    }
+    return std::vector<double>{sumsq.download()[0], scale.download()[0]};
+  };
+  double ref = 0;  // every element of the buffer (the gaps the ranges skip are not summed)
+  for (const auto& [begin, end] : b.rest)
+    for (size_t i = begin; i < end; ++i) ref += hg[i] * hg[i];
+  for (double d : hdone) ref += d;
+  for (float clip : {1.0f, 1e9f, 0.0f}) {
+    const std::string t = "fused norm and clip (clip " + std::to_string(clip) + ")";
+    const auto three = run(
+        [&](cudaStream_t st) {
+          cuda::grad_sumsq_ranges(slots.ptr(), g.ptr(), rg, tiles, done.ptr(), n_done, st);
+          cuda::sum_slots(sumsq.ptr(), slots.ptr(), slots.n, st);
+          cuda::clip_factor_on_device(scale.ptr(), sumsq.ptr(), clip, st);
+        },
+        false);
+    auto fused = [&](cudaStream_t st) {
+      cuda::grad_sumsq_ranges_clip(sumsq.ptr(), scale.ptr(), clip, ticket.ptr(), slots.ptr(),
+                                   g.ptr(), rg, tiles, done.ptr(), n_done, st);
+    };
+    r.check(t + " vs float64", {three[0]}, {ref}, 1e-6);
+    r.same_bits(t + " = 3 launches", run(fused, false), three);
+    r.same_bits(t + " = 3 launches, again", run(fused, false), three);
+    r.same_bits(t + " = 3 launches, graph", run(fused, true), three);
+    r.same_bits(t + ": ticket back at 0", ticket.download(), {0.0});
+  }
+}
+
+// The token order copied by the backward's graph (InputPipeline::copy_order_begin/end, the
+// engine's kOrderCopyInBackward): one graph per slot, captured at the slot's first batch and
+// replayed for the later ones, must leave each batch's own order in the rows (TokenOrder's, as
+// stage_order copies it), never a stale one.
+void check_order_copy_in_graphs(Report& r, std::mt19937_64& rng) {
+  constexpr size_t n = 4096;
+  constexpr int vocab = 1000;  // many repeats: the order within a token is by position
+  DevArray<int32_t> slot0(cuda::kInputRows * n), slot1(cuda::kInputRows * n), rows(2 * n);
+  cuda::InputPipeline in(n, vocab, {slot0.ptr(), slot1.ptr()});
+  cuda::TokenOrder order(vocab);
+  cudaStream_t cs = nullptr;
+  RY_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  std::array<cudaGraphExec_t, 2> exec{};
+  std::vector<double> got, want;
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  for (int batch = 0; batch < 6; ++batch) {
+    std::vector<int32_t> tokens(n);
+    for (int32_t& t : tokens) t = pick(rng);
+    in.stage(tokens, tokens, cs);
+    in.sort_order(tokens);
+    cudaGraphExec_t& e = exec[size_t(in.last_slot())];
+    if (e == nullptr) {
+      cudaGraph_t graph = nullptr;
+      RY_CUDA(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+      in.copy_order_begin(rows.ptr(), cs);
+      in.copy_order_end(cs);
+      RY_CUDA(cudaStreamEndCapture(cs, &graph));
+      RY_CUDA(cudaGraphInstantiate(&e, graph, 0));
+      RY_CUDA(cudaGraphDestroy(graph));
+    }
+    RY_CUDA(cudaGraphLaunch(e, cs));
+    RY_CUDA(cudaStreamSynchronize(cs));
+    const auto dev = rows.download();
+    got.insert(got.end(), dev.begin(), dev.end());
+    std::vector<uint32_t> st(n), sp(n);
+    order.sort(tokens, st.data(), sp.data());
+    want.insert(want.end(), st.begin(), st.end());
+    want.insert(want.end(), sp.begin(), sp.end());
+  }
+  r.same_bits("token order copied by a graph per slot, 6 batches", got, want);
+  for (cudaGraphExec_t e : exec) RY_CUDA(cudaGraphExecDestroy(e));
+  RY_CUDA(cudaStreamDestroy(cs));
+}
+
 // A pin set from its configuration alone (cublasLtMatmulAlgoInit and the configuration's fields,
 // as the engine sets a pin the heuristic does not offer, e.g. one the survey enumerated) must be
 // the pin and give the bits of the algorithm the engine runs for it.
@@ -1273,6 +1376,8 @@ int main() {
     check_all<cuda::bf16>(r, rng, mm, s);
     check_grad_norm(r, rng, s);
     check_norm_from_splits(r, rng, s);
+    check_norm_clip_fused(r, rng, s);
+    check_order_copy_in_graphs(r, rng);
     check_split_ones_column(r, rng, s, 2304, 768, 0);
     check_split_ones_column(r, rng, s, 7, 33, 0);
     check_split_ones_column(r, rng, s, 5, 768, 1);
