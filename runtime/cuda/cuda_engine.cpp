@@ -218,7 +218,7 @@ class CudaEngine final : public Engine {
   };
   struct ScratchOffsets {
     size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
-        partials, wb_prod, norm_slots, split_sumsq, norm_ranges;
+        partials, wb_prod, norm_slots, split_sumsq, norm_ranges, emb_partials;
     size_t attn_region_bytes, d4_bytes;  // the region cuDNN's workspace and d4 share (fused)
   };
   void plan_memory();
@@ -372,6 +372,7 @@ class CudaEngine final : public Engine {
   std::vector<LayerActs<T>> acts_;
   T* resid_final_ = nullptr;
   T *lnf_ = nullptr, *logits_ = nullptr;
+  float* emb_partials_ = nullptr;  // the embedding backward's scratch, in the logits' region
   // The LM head's chunks at the planned batch (head_chunks.hpp): 3 of at most 5504 positions at
   // GPT-2's 16 x 1024 in bf16; a smaller batch runs in chunks of the same rows.
   HeadChunks head_{};
@@ -710,9 +711,14 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   const std::vector<size_t> layer_scratch =
       fused ? std::vector<size_t>{3 * NC * e, sc.attn_region_bytes}
             : std::vector<size_t>{3 * NC * e, mlp_scratch, NC * e, probs * e, 3 * NC * e};
+  // The embedding backward's partials (embedding_kernels.hpp) too: it runs after every layer's
+  // backward, and writes nothing else there.
   const auto overlaid = plan.add_overlaid("logits / attention workspace and scratch",
-                                          {{size_t(head_.rows) * size_t(Vp_) * e}, layer_scratch});
+                                          {{size_t(head_.rows) * size_t(Vp_) * e},
+                                           layer_scratch,
+                                           {embedding_backward_scratch_bytes(Bmax_, Tmax_, C_)}});
   sc.logits = overlaid[0][0];
+  sc.emb_partials = overlaid[2][0];
   sc.qkv = overlaid[1][0];
   sc.attn_ws = sc.d4 = overlaid[1][1];
   if (!fused) {
@@ -745,6 +751,7 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   lnf_mean_ = mem_.as<float>(sc.lnfm);
   lnf_rstd_ = mem_.as<float>(sc.lnfr);
   logits_ = mem_.as<T>(sc.logits);
+  emb_partials_ = mem_.as<float>(sc.emb_partials);
   qkv_ = mem_.as<T>(sc.qkv);
   o_heads_ = fused ? nullptr : mem_.as<T>(sc.oh);
   dprobs_ = fused ? nullptr : mem_.as<T>(sc.dprobs);
@@ -1173,8 +1180,8 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
   sum_pending();  // without the exchange, every one queued: one launch for the whole backward
   if (kOrderCopyInBackward) input_->copy_order_end(stream_);  // the order, for the embedding's
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
-  embedding_backward(g(wte_), g(wpe_), resid_grad(0), sorted_tokens_, sorted_positions_, B, Tn, C_,
-                     acc, stream_);
+  embedding_backward(g(wte_), g(wpe_), resid_grad(0), sorted_tokens_, sorted_positions_,
+                     emb_partials_, B, Tn, C_, acc, stream_);
   if (exchange) exchange_->launch(embedding_bucket(), stream_);
 }
 
