@@ -66,6 +66,37 @@ constexpr bool kDeferColumnSums = true;
 // false (the A/B switch): the full pass over every gradient.
 constexpr bool kNormFromSplits = true;
 
+// With kNormFromSplits, the norm's pass, the fixed-order sum of its slots and the clip factor in
+// one launch (grad_sumsq_ranges_clip: the last block to finish adds the slots and takes the
+// factor), instead of three: between the backward and AdamW, two launches (2.4 + 1.1 us) and the
+// idle time around them (~3 us) fewer. Same bits. false (the A/B switch): three launches.
+constexpr bool kFusedNormClip = true;
+
+// The forward reads the batch's tokens and targets in the input pipeline's slot (two, used in
+// turn) instead of a copy into one fixed buffer: one device-to-device copy (~2 us, and its
+// launch gap) fewer a step, one more forward graph (a graph per slot: StepKey::input). Same
+// bits. false (the A/B switch): the copy, one forward graph.
+constexpr bool kForwardReadsInputSlot = true;
+
+// The token order's copy to the device (sorted on the host while the forward runs) as a branch
+// of the backward graph, beside its first kernels and joined before the embedding backward,
+// instead of a copy on the input pipeline's stream that the compute stream waits for between
+// the forward and backward graphs: that event wait sat in the step's largest gap (6.7 us between
+// the graphs). One backward graph per input slot (StepKey::input: the copy reads the slot's
+// host staging). Same bits. false (the A/B switch): the wait between the graphs.
+constexpr bool kOrderCopyInBackward = true;
+
+// The start line's words for the two switches above; the fused norm needs kNormFromSplits.
+std::string step_edges_description(bool norm_from_splits) {
+  std::string d;
+  if (kFusedNormClip) {
+    d += norm_from_splits ? " norm-clip:fused" : " norm-clip:3-launches (full pass)";
+  }
+  if (kForwardReadsInputSlot) d += " input:in-slot";
+  if (kOrderCopyInBackward) d += " token-order:in-backward";
+  return d;
+}
+
 // cuDNN's attention calls at staggered workspaces, so that the small memsets each issues into
 // its workspace (24 a GPT-2 step, each a ~1.6 us kernel in the graphs) are hoisted to one zeroing
 // kernel at the head of each step graph (memset_stagger.hpp, attention_stagger.hpp). Needs the
@@ -182,12 +213,12 @@ class CudaEngine final : public Engine {
   // Offsets in the allocation plan of the step's state (weights, gradients, moments, inputs,
   // losses) and of the buffers outside the layers (final LayerNorm, logits and scratch).
   struct StateOffsets {
-    size_t master, grads, m, v, decay, compute, rs, norm, clip, step_batch, loss;
+    size_t master, grads, m, v, decay, compute, rs, norm, clip, ticket, step_batch, loss;
     std::array<size_t, 2> batch;
   };
   struct ScratchOffsets {
     size_t rfinal, lnf, lnfm, lnfr, logits, qkv, attn_ws, d4, dA, oh, dprobs, dqkvp, dB, dresid,
-        partials, wb_prod, norm_slots, split_sumsq, norm_ranges;
+        partials, wb_prod, norm_slots, split_sumsq, norm_ranges, emb_partials;
     size_t attn_region_bytes, d4_bytes;  // the region cuDNN's workspace and d4 share (fused)
   };
   void plan_memory();
@@ -272,7 +303,9 @@ class CudaEngine final : public Engine {
   std::vector<std::pair<size_t, size_t>> norm_rest_parts() const;
   // The sum of squares of all the gradients into norm_acc_: its own pass over the parts the
   // splits did not write where their slots hold the final gradients, else over all of them.
-  void queue_grad_sumsq();
+  // With kFusedNormClip (where the splits hold their share), also the clip factor into
+  // clip_scale_, in the same launch: then true, and false when clip_factor_on_device is due.
+  bool queue_grad_sumsq(float clip);
   // The ones columns of every layer's ln1 and ln2, once, after the memory is bound.
   void set_ones_columns();
   // A phase of the micro-step (StepKey::phase): forward with the loss head, then backward.
@@ -282,8 +315,9 @@ class CudaEngine final : public Engine {
   // later shape can replace under a graph that still points at it).
   void run_phase(Phase phase, int B, int Tn, bool acc, float scale,
                  const std::function<void()>& launch);
-  // The batch's tokens and targets to the device, into the fixed buffer batch_ (its token order
-  // follows with stage_order, before the backward).
+  // The batch's tokens and targets to the device: into the fixed buffer batch_, or with
+  // kForwardReadsInputSlot left in the pipeline's slot, which tokens_ and targets_ then point
+  // at; the token order follows (stage_order, or kOrderCopyInBackward), before the backward.
   void stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets);
   // Queues the copy of `bytes` at `src` to the host, after the work queued so far, on the stream
   // scalars_stream_, and records `done` there: the compute stream goes on to its next kernel
@@ -325,17 +359,20 @@ class CudaEngine final : public Engine {
   bf16* reduce_scratch_ = nullptr;
   double* norm_acc_ = nullptr;
   float* clip_scale_ = nullptr;
+  unsigned* norm_ticket_ = nullptr;        // grad_sumsq_ranges_clip's, zero between launches
   std::array<int32_t*, 2> batch_slots_{};  // the input pipeline's
-  // The batch being computed (the rows of input_pipeline.hpp's BatchRow), copied from the
-  // pipeline's slot: fixed addresses, so the step's graphs do not depend on the slot.
+  // The batch being computed (the rows of input_pipeline.hpp's BatchRow): its token order, and
+  // its tokens and targets unless kForwardReadsInputSlot (then the forward graphs are keyed by
+  // the slot they read: InputPipeline::last_slot()).
   int32_t* batch_ = nullptr;
-  int32_t *tokens_ = nullptr, *targets_ = nullptr;
+  const int32_t *tokens_ = nullptr, *targets_ = nullptr;
   uint32_t *sorted_tokens_ = nullptr, *sorted_positions_ = nullptr;
   float* losses_ = nullptr;
 
   std::vector<LayerActs<T>> acts_;
   T* resid_final_ = nullptr;
   T *lnf_ = nullptr, *logits_ = nullptr;
+  float* emb_partials_ = nullptr;  // the embedding backward's scratch, in the logits' region
   // The LM head's chunks at the planned batch (head_chunks.hpp): 3 of at most 5504 positions at
   // GPT-2's 16 x 1024 in bf16; a smaller batch runs in chunks of the same rows.
   HeadChunks head_{};
@@ -419,6 +456,7 @@ CudaEngine<T>::CudaEngine(const GptConfig& cfg, const EngineOptions& opts, Commu
   // reduction asks for the rounding that its exchange applies.
   exchange_needed_ = comm_.size() > 1 || opts_.reduce_bf16;
   norm_from_splits_ = kNormFromSplits && !exchange_needed_;
+  describe_ += step_edges_description(norm_from_splits_);
   if (norm_from_splits_) norm_range_table_ = sumsq_range_table(norm_rest_parts());
 
   RY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -612,6 +650,7 @@ typename CudaEngine<T>::StateOffsets CudaEngine<T>::plan_state(AllocationPlan& p
   so.rs = opts_.reduce_bf16 ? plan.add("bf16 reduce scratch", padded_ * sizeof(bf16)) : 0;
   so.norm = plan.add("norm accumulator", sizeof(double));
   so.clip = plan.add("clip factor", sizeof(float));
+  so.ticket = plan.add("norm ticket", sizeof(unsigned));
   for (int k = 0; k < 2; ++k) {
     so.batch[k] = plan.add("tokens, targets (staging)", kInputRows * N * sizeof(int32_t));
   }
@@ -635,6 +674,8 @@ void CudaEngine<T>::bind_state(const StateOffsets& so) {
   reduce_scratch_ = opts_.reduce_bf16 ? mem_.as<bf16>(so.rs) : nullptr;
   norm_acc_ = mem_.as<double>(so.norm);
   clip_scale_ = mem_.as<float>(so.clip);
+  norm_ticket_ = mem_.as<unsigned>(so.ticket);
+  RY_CUDA(cudaMemset(norm_ticket_, 0, sizeof(unsigned)));
   for (int k = 0; k < 2; ++k) batch_slots_[k] = mem_.as<int32_t>(so.batch[k]);
   const size_t N = size_t(Bmax_) * Tmax_;
   batch_ = mem_.as<int32_t>(so.step_batch);
@@ -670,9 +711,14 @@ typename CudaEngine<T>::ScratchOffsets CudaEngine<T>::plan_scratch(AllocationPla
   const std::vector<size_t> layer_scratch =
       fused ? std::vector<size_t>{3 * NC * e, sc.attn_region_bytes}
             : std::vector<size_t>{3 * NC * e, mlp_scratch, NC * e, probs * e, 3 * NC * e};
+  // The embedding backward's partials (embedding_kernels.hpp) too: it runs after every layer's
+  // backward, and writes nothing else there.
   const auto overlaid = plan.add_overlaid("logits / attention workspace and scratch",
-                                          {{size_t(head_.rows) * size_t(Vp_) * e}, layer_scratch});
+                                          {{size_t(head_.rows) * size_t(Vp_) * e},
+                                           layer_scratch,
+                                           {embedding_backward_scratch_bytes(Bmax_, Tmax_, C_)}});
   sc.logits = overlaid[0][0];
+  sc.emb_partials = overlaid[2][0];
   sc.qkv = overlaid[1][0];
   sc.attn_ws = sc.d4 = overlaid[1][1];
   if (!fused) {
@@ -705,6 +751,7 @@ void CudaEngine<T>::bind_scratch(const ScratchOffsets& sc, bool fused, size_t at
   lnf_mean_ = mem_.as<float>(sc.lnfm);
   lnf_rstd_ = mem_.as<float>(sc.lnfr);
   logits_ = mem_.as<T>(sc.logits);
+  emb_partials_ = mem_.as<float>(sc.emb_partials);
   qkv_ = mem_.as<T>(sc.qkv);
   o_heads_ = fused ? nullptr : mem_.as<T>(sc.oh);
   dprobs_ = fused ? nullptr : mem_.as<T>(sc.dprobs);
@@ -1131,9 +1178,10 @@ void CudaEngine<T>::backward(int B, int Tn, bool exchange, bool acc) {
     }
   }
   sum_pending();  // without the exchange, every one queued: one launch for the whole backward
+  if (kOrderCopyInBackward) input_->copy_order_end(stream_);  // the order, for the embedding's
   // wte already holds this backward's LM-head gradient: the embedding's always adds to it.
-  embedding_backward(g(wte_), g(wpe_), resid_grad(0), sorted_tokens_, sorted_positions_, B, Tn, C_,
-                     acc, stream_);
+  embedding_backward(g(wte_), g(wpe_), resid_grad(0), sorted_tokens_, sorted_positions_,
+                     emb_partials_, B, Tn, C_, acc, stream_);
   if (exchange) exchange_->launch(embedding_bucket(), stream_);
 }
 
@@ -1277,17 +1325,23 @@ std::vector<std::pair<size_t, size_t>> CudaEngine<T>::norm_rest_parts() const {
 }
 
 template <typename T>
-void CudaEngine<T>::queue_grad_sumsq() {
+bool CudaEngine<T>::queue_grad_sumsq(float clip) {
   if (norm_from_splits_ && splits_hold_norm_) {
     const size_t tiles = norm_range_table_.back().first_tile;
     const size_t split_slots = size_t(L_) * split_sumsq_layer_slots();
+    if (kFusedNormClip) {
+      grad_sumsq_ranges_clip(norm_acc_, clip_scale_, clip, norm_ticket_, norm_slots_, grads_,
+                             norm_ranges_, tiles, split_sumsq_, split_slots, stream_);
+      return true;
+    }
     grad_sumsq_ranges(norm_slots_, grads_, norm_ranges_, tiles, split_sumsq_, split_slots, stream_);
     sum_slots(norm_acc_, norm_slots_, grad_sumsq_ranges_slots(tiles, split_slots), stream_);
-    return;
+    return false;
   }
   const size_t blocks = grad_sumsq_full_blocks();
   grad_sumsq_slice(norm_slots_, grads_, padded_, blocks, stream_);
   sum_slots(norm_acc_, norm_slots_, grad_sumsq_slots(padded_, blocks), stream_);
+  return false;
 }
 
 template <typename T>
@@ -1305,13 +1359,25 @@ void CudaEngine<T>::run_phase(Phase phase, int B, int Tn, bool acc, float scale,
   if (B != Bmax_ || Tn != Tmax_) return launch();
   uint32_t scale_bits = 0;
   std::memcpy(&scale_bits, &scale, sizeof scale_bits);
-  graphs_->run(StepKey{int(phase), B, Tn, acc, scale_bits}, stream_, launch);
+  // The forward reads the tokens and targets (embedding, loss head), the backward copies the
+  // token order from the slot's host staging.
+  const bool by_slot = phase == kForwardPhase ? kForwardReadsInputSlot : kOrderCopyInBackward;
+  const int input = by_slot ? input_->last_slot() : 0;
+  graphs_->run(StepKey{int(phase), B, Tn, acc, scale_bits, input}, stream_, launch);
 }
 
 template <typename T>
 void CudaEngine<T>::stage_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets) {
   const int32_t* slot = input_->stage(tokens, targets, stream_);
-  const size_t pitch = size_t(Bmax_) * Tmax_ * sizeof(int32_t);
+  const size_t N = size_t(Bmax_) * Tmax_;
+  if (kForwardReadsInputSlot) {
+    // Safe to read until the slot's next stage(), which waits for all work queued before the
+    // stage() after this one (InputPipeline's promise).
+    tokens_ = slot + kTokensRow * N;
+    targets_ = slot + kTargetsRow * N;
+    return;
+  }
+  const size_t pitch = N * sizeof(int32_t);
   RY_CUDA(cudaMemcpy2DAsync(batch_, pitch, slot, pitch, tokens.size() * sizeof(int32_t), kInputRows,
                             cudaMemcpyDeviceToDevice, stream_));
 }
@@ -1371,9 +1437,17 @@ float CudaEngine<T>::forward_backward(std::span<const int32_t> tokens,
   });
   copy_losses(N);
   // Sorted while the GPU runs the forward: between the steps, the GPU would wait for it.
-  input_->stage_order(tokens, batch_ + kSortedTokensRow * size_t(Bmax_) * Tmax_, stream_);
+  int32_t* order_rows = batch_ + kSortedTokensRow * size_t(Bmax_) * Tmax_;
+  if (kOrderCopyInBackward) {
+    input_->sort_order(tokens);
+  } else {
+    input_->stage_order(tokens, order_rows, stream_);
+  }
   // The gradient exchange's launches (another stream, events) stay out of the graphs.
-  auto back = [&] { backward(B, Tn, exchange, acc); };
+  auto back = [&] {
+    if (kOrderCopyInBackward) input_->copy_order_begin(order_rows, stream_);
+    backward(B, Tn, exchange, acc);
+  };
   if (exchange) {
     back();
   } else {
@@ -1410,12 +1484,12 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   // norm, so the next step's launches overlap the update. The sum runs here, after the backward:
   // by buckets beside it, on a second stream, it made the step 0.24 ms slower (bench/NOTES.md).
   settle_zero_grad();
-  queue_grad_sumsq();
+  const bool clipped = queue_grad_sumsq(hp.clip);
   double* h =
       reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
   // norm_acc_ is written next by the next step's sum, queued after the wait below.
   copy_to_host(h, norm_acc_, sizeof(double), norm_ready_);
-  clip_factor_on_device(clip_scale_, norm_acc_, hp.clip, stream_);
+  if (!clipped) clip_factor_on_device(clip_scale_, norm_acc_, hp.clip, stream_);
   ++adam_step_;
   AdamWStep s;
   s.lr = lr;

@@ -55,13 +55,39 @@ __global__ void grad_sumsq_kernel(double* partials, const float* g, size_t head,
   if (threadIdx.x == 0) partials[blockIdx.x] = double(s);
 }
 
-// Pass two, one block: the partials added in a fixed order (strided per thread, then a tree).
+// The partials added in a fixed order by one block of kThreads (strided per thread, then a
+// tree); for thread 0. Loads bypass L1: in a fused launch other blocks wrote them.
+__device__ double fixed_order_total(const double* partials, size_t count, double* part) {
+  double s = 0.0;
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x) s += __ldcg(partials + i);
+  return block_tree_sum(s, part);
+}
+
+// Pass two, one block: the partials added in a fixed order.
 __global__ void sum_partials_kernel(double* out, const double* partials, size_t count) {
   __shared__ double part[kThreads];
-  double s = 0.0;
-  for (size_t i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
-  s = block_tree_sum(s, part);
+  const double s = fixed_order_total(partials, count, part);
   if (threadIdx.x == 0) *out = s;
+}
+
+// min(1, clip / (sqrt(sumsq) + 1e-6)) in double, as railyard::clip_factor; 1 when clip <= 0.
+__device__ float clip_factor_of(double sumsq, float clip) {
+  double k = clip > 0.0f ? double(clip) / (sqrt(sumsq) + 1e-6) : 1.0;
+  return k < 1.0 ? float(k) : 1.0f;
+}
+
+// Whether this block is the grid's last to finish, after thread 0 wrote its partial (made
+// visible to the other blocks first). The last block puts the ticket back to zero.
+__device__ bool last_block(unsigned* ticket) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    if (last) *ticket = 0;
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
 }
 
 // One tile's sum of squares for this thread: its kTileLoads packs of [begin, end), all loads
@@ -84,22 +110,28 @@ __device__ float tile_sumsq(const float4* g, size_t begin, size_t end) {
   return s;
 }
 
-// Blocks below `tile_blocks`: tiles blockIdx.x, + tile_blocks, ... of the ranges (the range of
-// a tile found by walking the table forward: a block's tiles only increase). The others: a
-// chunk of kDoneChunk of the given slots each, in double.
-__global__ void grad_sumsq_ranges_kernel(double* partials, const float4* g,
-                                         const SumsqRange* ranges, size_t tiles,
-                                         unsigned tile_blocks, const double* done, size_t n_done) {
+// What the last block of a fused launch writes (grad_sumsq_ranges_clip); ticket null: nothing.
+struct NormTotal {
+  unsigned* ticket = nullptr;
+  double* sumsq = nullptr;
+  float* scale = nullptr;
+  float clip = 0.0f;
+};
+
+// This block's sum of squares; for thread 0. Blocks below `tile_blocks`: tiles blockIdx.x,
+// + tile_blocks, ... of the ranges (the range of a tile found by walking the table forward: a
+// block's tiles only increase). The others: a chunk of kDoneChunk of the given slots each, in
+// double.
+__device__ double ranges_block_sumsq(const float4* g, const SumsqRange* ranges, size_t tiles,
+                                     unsigned tile_blocks, const double* done, size_t n_done,
+                                     double* part) {
   __shared__ float scratch[32];
-  __shared__ double part[kThreads];
   if (blockIdx.x >= tile_blocks) {
     const size_t chunk = (blockIdx.x - tile_blocks) * kDoneChunk;
     double s = 0.0;
     for (size_t i = chunk + threadIdx.x; i < chunk + kDoneChunk && i < n_done; i += blockDim.x)
       s += done[i];
-    s = block_tree_sum(s, part);
-    if (threadIdx.x == 0) partials[blockIdx.x] = s;
-    return;
+    return block_tree_sum(s, part);
   }
   float s = 0.0f;
   size_t r = 0;
@@ -108,13 +140,28 @@ __global__ void grad_sumsq_ranges_kernel(double* partials, const float4* g,
     const SumsqRange range = ranges[r];
     s += tile_sumsq(g, range.begin4 + (t - range.first_tile) * kTile4, range.end4);
   }
-  s = block_sum(s, scratch);
-  if (threadIdx.x == 0) partials[blockIdx.x] = double(s);
+  return double(block_sum(s, scratch));
+}
+
+// Each block's sum into partials[blockIdx.x]; with a total, the last block to finish then adds
+// them as sum_partials_kernel does (the same code: the same bits) and takes the clip factor.
+__global__ void grad_sumsq_ranges_kernel(double* partials, const float4* g,
+                                         const SumsqRange* ranges, size_t tiles,
+                                         unsigned tile_blocks, const double* done, size_t n_done,
+                                         NormTotal total) {
+  __shared__ double part[kThreads];
+  const double s = ranges_block_sumsq(g, ranges, tiles, tile_blocks, done, n_done, part);
+  if (threadIdx.x == 0) partials[blockIdx.x] = s;
+  if (total.ticket == nullptr || !last_block(total.ticket)) return;
+  const double sumsq = fixed_order_total(partials, gridDim.x, part);
+  if (threadIdx.x == 0) {
+    *total.sumsq = sumsq;
+    *total.scale = clip_factor_of(sumsq, total.clip);
+  }
 }
 
 __global__ void clip_factor_kernel(float* scale, const double* sumsq, float clip) {
-  double k = clip > 0.0f ? double(clip) / (sqrt(*sumsq) + 1e-6) : 1.0;
-  *scale = k < 1.0 ? float(k) : 1.0f;
+  *scale = clip_factor_of(*sumsq, clip);
 }
 
 }  // namespace
@@ -150,14 +197,35 @@ size_t grad_sumsq_ranges_slots(size_t tiles, size_t done) {
   return std::min(tiles, size_t(kBlocks)) + (done + kDoneChunk - 1) / kDoneChunk;
 }
 
-void grad_sumsq_ranges(double* slots, const float* g, const SumsqRange* ranges, size_t tiles,
-                       const double* done_slots, size_t done, cudaStream_t stream) {
+namespace {
+
+void launch_ranges(double* slots, const float* g, const SumsqRange* ranges, size_t tiles,
+                   const double* done_slots, size_t done, const NormTotal& total,
+                   cudaStream_t stream) {
   const size_t blocks = grad_sumsq_ranges_slots(tiles, done);
-  if (blocks == 0) return;
   const unsigned tile_blocks = unsigned(std::min(tiles, size_t(kBlocks)));
   grad_sumsq_ranges_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(
-      slots, reinterpret_cast<const float4*>(g), ranges, tiles, tile_blocks, done_slots, done);
+      slots, reinterpret_cast<const float4*>(g), ranges, tiles, tile_blocks, done_slots, done,
+      total);
   RY_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+void grad_sumsq_ranges(double* slots, const float* g, const SumsqRange* ranges, size_t tiles,
+                       const double* done_slots, size_t done, cudaStream_t stream) {
+  if (grad_sumsq_ranges_slots(tiles, done) == 0) return;
+  launch_ranges(slots, g, ranges, tiles, done_slots, done, NormTotal{}, stream);
+}
+
+void grad_sumsq_ranges_clip(double* sumsq, float* scale, float clip, unsigned* ticket,
+                            double* slots, const float* g, const SumsqRange* ranges, size_t tiles,
+                            const double* done_slots, size_t done, cudaStream_t stream) {
+  if (grad_sumsq_ranges_slots(tiles, done) == 0) {
+    throw std::invalid_argument("grad_sumsq_ranges_clip: no ranges and no slots to sum");
+  }
+  launch_ranges(slots, g, ranges, tiles, done_slots, done, NormTotal{ticket, sumsq, scale, clip},
+                stream);
 }
 
 void clip_factor_on_device(float* scale, const double* sumsq, float clip, cudaStream_t stream) {

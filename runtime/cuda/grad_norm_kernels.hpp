@@ -45,5 +45,14 @@ void grad_sumsq_ranges(double* slots, const float* g, const SumsqRange* ranges, 
 // *scale = min(1, clip / (sqrt(*sumsq) + 1e-6)) in double, as railyard::clip_factor; 1 when
 // clip <= 0.
 void clip_factor_on_device(float* scale, const double* sumsq, float clip, cudaStream_t stream);
+// grad_sumsq_ranges, sum_slots(sumsq, slots, ...) and clip_factor_on_device(scale, sumsq, clip)
+// in one launch, the same bits as the three: the block that finishes last (counted in *ticket,
+// device memory that is zero before the launch; the launch leaves it zero) adds every block's
+// slot in sum_slots' order and writes the clip factor. Saves two launches and the idle time
+// around them between the backward and the update. Launches on one ticket must not overlap (one
+// stream). Throws std::invalid_argument when there is nothing to sum (no tiles, no done slots).
+void grad_sumsq_ranges_clip(double* sumsq, float* scale, float clip, unsigned* ticket,
+                            double* slots, const float* g, const SumsqRange* ranges, size_t tiles,
+                            const double* done_slots, size_t done, cudaStream_t stream);
 
 }  // namespace railyard::cuda

@@ -42,7 +42,22 @@ class InputPipeline {
   // afterwards sees it. Work queued between the two calls must not touch `rows`.
   void stage_order(std::span<const int32_t> tokens, int32_t* rows, cudaStream_t compute);
 
+  // The other way to the same order (the engine's kOrderCopyInBackward): sort_order sorts it on
+  // the host only; copy_order_begin, queued on `compute` where the work that reads `rows` starts
+  // (the backward, in a graph or not), forks the copy into `rows` onto the pipeline's stream, a
+  // branch of that graph that runs beside the kernels, and copy_order_end, queued before the first
+  // reader, joins it back: no event wait between two graphs. The copy reads the host staging of
+  // the slot stage() filled last, so a graph of those calls is one per slot (last_slot()). A
+  // slot's staging is rewritten only after all work queued before the next stage() is done.
+  void sort_order(std::span<const int32_t> tokens);
+  void copy_order_begin(int32_t* rows, cudaStream_t compute);
+  void copy_order_end(cudaStream_t compute);
+  int last_slot() const { return slot_; }
+
  private:
+  // The order sort_order left in the last slot's staging into `rows`, queued on stream_.
+  void copy_order(int32_t* rows);
+
   size_t max_;
   TokenOrder order_;
   std::array<int32_t*, 2> d_slots_;
@@ -50,6 +65,8 @@ class InputPipeline {
   // copied_[k]: slot k's last copies are done. released_[k]: recorded when the slot after k was
   // staged, behind everything queued before that batch.
   std::array<cudaEvent_t, 2> copied_{}, released_{};
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;  // copy_order_begin/end's, never waited on by host
+  size_t sorted_ = 0;                            // positions sort_order sorted
   cudaStream_t stream_ = nullptr;
   int slot_ = 0;  // the slot the last stage() filled
 };

@@ -37,6 +37,7 @@ struct StepKey {
   int batch = 0, seq = 0;
   bool accumulate = false;  // gradients added to rather than overwritten
   uint32_t scale_bits = 0;  // a float argument of the launches, by its bits
+  int input = 0;            // which of the caller's input buffers the launches read
   auto operator<=>(const StepKey&) const = default;
 };
 

@@ -2,6 +2,7 @@
 // random inputs, in fp32 and bf16, with outputs poisoned before each run. Exit 77 without a GPU.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,12 +27,14 @@
 #include "gemm_pins.hpp"
 #include "gpu_check.hpp"
 #include "grad_norm_kernels.hpp"
+#include "input_pipeline.hpp"
 #include "layernorm_kernels.hpp"
 #include "matmul_cublaslt.hpp"
 #include "ones_column_kernels.hpp"
 #include "railyard/adamw.hpp"
 #include "railyard/cpu_kernels.hpp"
 #include "token_order.hpp"
+#include "wte_segments.hpp"
 
 using namespace railyard;
 using namespace railyard::gpu_check;
@@ -617,16 +620,61 @@ StagedOrder stage_order(Report& r, const std::string& what, const std::vector<in
   return o;
 }
 
-// dwte as the kernel must sum it: per run of a token, its rows of dout in the staged order, in
-// fp32 from zero, then added to the row's value before. Equal bits prove the summation order.
-std::vector<double> wte_in_order(std::vector<double> wte, const std::vector<double>& dout,
-                                 const StagedOrder& o, int c) {
+// A run's rows [i, end) of dout at column k in the staged order, in fp32 from zero (the run per
+// warp group).
+float run_in_order(const std::vector<double>& dout, const StagedOrder& o, size_t i, size_t end,
+                   int c, int k) {
+  float s = 0.0f;
+  for (size_t j = i; j < end; ++j) s += float(dout[size_t(o.positions[j]) * c + k]);
+  return s;
+}
+
+// A run's rows [i, end) of dout at column k cut at every kWteSegmentRows-th sorted entry, each
+// piece summed in fp32 from its first row; more than one piece: in kCombineGroups contiguous
+// parts, each summed from its first piece, then the parts in order (wte_segments.hpp).
+float run_in_segments(const std::vector<double>& dout, const StagedOrder& o, size_t i, size_t end,
+                      int c, int k) {
+  const size_t seg = cuda::kWteSegmentRows;
+  std::vector<float> pieces;
+  for (size_t a = i; a < end;) {
+    const size_t b = std::min(end, (a / seg + 1) * seg);
+    float s = float(dout[size_t(o.positions[a]) * c + k]);
+    for (size_t j = a + 1; j < b; ++j) s += float(dout[size_t(o.positions[j]) * c + k]);
+    pieces.push_back(s);
+    a = b;
+  }
+  const int count = int(pieces.size());
+  if (count == 1) return pieces[0];
+  float total = 0.0f;
+  bool any = false;
+  for (int j = 0; j < cuda::kCombineGroups; ++j) {
+    const int pb = cuda::combine_part_begin(j, count), pe = cuda::combine_part_begin(j + 1, count);
+    if (pb == pe) continue;
+    float part = pieces[size_t(pb)];
+    for (int x = pb + 1; x < pe; ++x) part += pieces[size_t(x)];
+    total = any ? total + part : part;
+    any = true;
+  }
+  return total;
+}
+
+using cuda::WteBackward;
+constexpr WteBackward kWteWays[] = {WteBackward::kRunPerWarpGroup, WteBackward::kSegments};
+
+std::string way_name(WteBackward how) {
+  return how == WteBackward::kSegments ? "segments" : "run per warp group";
+}
+
+// dwte as each way must sum it: per run of a token its sum (run_in_order or run_in_segments)
+// added to the row's value before. Equal bits prove the summation order.
+std::vector<double> wte_exact(WteBackward how, std::vector<double> wte,
+                              const std::vector<double>& dout, const StagedOrder& o, int c) {
   const size_t n = o.tokens.size();
   for (size_t i = 0, end = 0; i < n; i = end) {
     while (end < n && o.tokens[end] == o.tokens[i]) ++end;
     for (int k = 0; k < c; ++k) {
-      float s = 0.0f;
-      for (size_t j = i; j < end; ++j) s += float(dout[size_t(o.positions[j]) * c + k]);
+      const float s = how == WteBackward::kSegments ? run_in_segments(dout, o, i, end, c, k)
+                                                    : run_in_order(dout, o, i, end, c, k);
       double& w = wte[size_t(o.tokens[i]) * c + k];
       w = double(float(w) + s);
     }
@@ -636,9 +684,12 @@ std::vector<double> wte_in_order(std::vector<double> wte, const std::vector<doub
 
 template <typename T>
 void embedding_backward(float* dwte, float* dwpe, const T* dout, const StagedOrder& o, int b,
-                        int tn, int c, bool acc, cudaStream_t s) {
+                        int tn, int c, bool acc, cudaStream_t s, WteBackward how) {
+  DeviceBuffer scratch(std::max<size_t>(cuda::embedding_backward_scratch_bytes(b, tn, c), 16));
   cuda::embedding_backward(dwte, dwpe, dout, o.d_tokens.as<uint32_t>(),
-                           o.d_positions.as<uint32_t>(), b, tn, c, acc, s);
+                           o.d_positions.as<uint32_t>(), scratch.as<float>(), b, tn, c, acc, s,
+                           how);
+  RY_CUDA(cudaStreamSynchronize(s));  // the scratch is freed after
 }
 
 template <typename T>
@@ -659,62 +710,75 @@ void check_embedding(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   std::vector<double> ro(out.n);
   cpu::encoder_forward<double>(ro.data(), tok.data(), hwte.data(), hwpe.data(), B, Tn, C);
   r.check(t + " embedding forward", out.download(), ro, tol<T>());
-  auto hdo = dout.upload(random_vec(rng, dout.n));
-  auto hdwte = dwte.upload(random_vec(rng, dwte.n));
-  auto hdwpe = dwpe.upload(random_vec(rng, dwpe.n));
+  const auto hdo = dout.upload(random_vec(rng, dout.n));
+  const std::vector<float> w0f = random_vec(rng, dwte.n), p0f = random_vec(rng, dwpe.n);
+  const std::vector<double> w0 = dwte.upload(w0f), p0 = dwpe.upload(p0f);
   const StagedOrder o = stage_order(r, t + " embedding", tok, V);
-  const std::vector<double> exact = wte_in_order(hdwte, hdo, o, C);
-  embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, B, Tn, C, true, s);
+  std::vector<double> hdwte = w0, hdwpe = p0;
   cpu::encoder_backward<double>(hdwte.data(), hdwpe.data(), hdo.data(), tok.data(), B, Tn, C);
-  const std::vector<double> got = dwte.download();
-  r.check(t + " embedding backward wte (fp32, +=)", got, hdwte, 1e-5);
-  r.same_bits(t + " embedding backward wte (+=), fp32 in order", got, exact);
-  r.check(t + " embedding backward wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
-  // wpe overwritten (first micro-step); wte from zero twice: the same bits.
   std::vector<double> zwte(dwte.n, 0.0), zwpe(dwpe.n, 0.0);
   cpu::encoder_backward<double>(zwte.data(), zwpe.data(), hdo.data(), tok.data(), B, Tn, C);
-  std::vector<std::vector<double>> runs;
-  for (int k = 0; k < 2; ++k) {
-    RY_CUDA(cudaMemset(dwte.ptr(), 0, dwte.n * sizeof(float)));
-    dwpe.poison();
-    embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, B, Tn, C, false, s);
-    runs.push_back(dwte.download());
-    if (k == 0) r.check(t + " embedding backward wpe (fp32, =)", dwpe.download(), zwpe, 1e-5);
+  for (WteBackward how : kWteWays) {
+    const std::string e = t + " embedding backward (" + way_name(how) + ")";
+    dwte.upload(w0f);
+    dwpe.upload(p0f);
+    embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, B, Tn, C, true, s, how);
+    const std::vector<double> got = dwte.download();
+    r.check(e + " wte (fp32, +=)", got, hdwte, 1e-5);
+    r.same_bits(e + " wte (+=), fp32 in its order", got, wte_exact(how, w0, hdo, o, C));
+    r.check(e + " wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
+    // wpe overwritten (first micro-step); wte from zero twice: the same bits.
+    std::vector<std::vector<double>> runs;
+    for (int k = 0; k < 2; ++k) {
+      RY_CUDA(cudaMemset(dwte.ptr(), 0, dwte.n * sizeof(float)));
+      dwpe.poison();
+      embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, B, Tn, C, false, s, how);
+      runs.push_back(dwte.download());
+      if (k == 0) r.check(e + " wpe (fp32, =)", dwpe.download(), zwpe, 1e-5);
+    }
+    r.check(e + " wte, repeated rows", runs[0], zwte, 1e-5);
+    r.same_bits(e + " wte, twice", runs[1], runs[0]);
   }
-  r.check(t + " embedding backward wte, repeated rows", runs[0], zwte, 1e-5);
-  r.same_bits(t + " embedding backward wte, twice", runs[1], runs[0]);
 }
 
-// The embedding backward at another width (warps per token: 3 at GPT-2's C = 768 in bf16, 6 in
-// fp32; wider than a block of 8 warps: several packs per thread) on the batch `tok` of b x tn
-// (runs longer than one ballot of 32 keys and than the rows loaded at once, the largest id's run
-// ending at the last sorted entry; or one token 9% of the batch).
+// The embedding backward, both ways, at another width (warps per token: 3 at GPT-2's C = 768
+// in bf16, 6 in fp32; wider than a block of 8 warps: several packs per thread; segments: passes)
+// on the batch `tok` of b x tn (runs longer than one ballot of 32 keys, than the rows loaded at
+// once and than many segments, the largest id's run ending at the last sorted entry; one token 9%
+// of the batch; word-like; one token everywhere).
 template <typename T>
 void check_embedding_backward_width(Report& r, std::mt19937_64& rng, cudaStream_t s, int b, int tn,
                                     int c, const std::vector<int32_t>& tok,
                                     const std::string& tokens) {
-  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(c) + " embedding";
   const int n = b * tn;
   DevArray<T> dout(size_t(n) * c);
   DevArray<float> dwte(size_t(Vp) * c), dwpe(size_t(tn) * c);
-  auto hdo = dout.upload(random_vec(rng, dout.n));
-  auto hdwte = dwte.upload(random_vec(rng, dwte.n));
-  auto hdwpe = dwpe.upload(random_vec(rng, dwpe.n));
-  const StagedOrder o = stage_order(r, t + " " + tokens, tok, V);
-  const std::vector<double> exact = wte_in_order(hdwte, hdo, o, c);
-  embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, b, tn, c, true, s);
+  const auto hdo = dout.upload(random_vec(rng, dout.n));
+  const std::vector<float> w0f = random_vec(rng, dwte.n), p0f = random_vec(rng, dwpe.n);
+  const std::vector<double> w0 = dwte.upload(w0f), p0 = dwpe.upload(p0f);
+  const StagedOrder o = stage_order(
+      r, std::string(type_name<T>()) + " C=" + std::to_string(c) + " embedding " + tokens, tok, V);
+  std::vector<double> hdwte = w0, hdwpe = p0;
   cpu::encoder_backward<double>(hdwte.data(), hdwpe.data(), hdo.data(), tok.data(), b, tn, c);
-  const std::vector<double> got = dwte.download();
-  r.check(t + " backward wte (fp32, +=, " + tokens + ")", got, hdwte, 1e-5);
-  r.same_bits(t + " backward wte (+=, " + tokens + "), fp32 in order", got, exact);
-  r.check(t + " backward wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
-  std::vector<std::vector<double>> runs;
-  for (int k = 0; k < 2; ++k) {
-    RY_CUDA(cudaMemset(dwte.ptr(), 0, dwte.n * sizeof(float)));
-    embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, b, tn, c, false, s);
-    runs.push_back(dwte.download());
+  for (WteBackward how : kWteWays) {
+    const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(c) + " embedding (" +
+                          way_name(how) + ")";
+    dwte.upload(w0f);
+    dwpe.upload(p0f);
+    embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, b, tn, c, true, s, how);
+    const std::vector<double> got = dwte.download();
+    r.check(t + " backward wte (fp32, +=, " + tokens + ")", got, hdwte, 1e-5);
+    r.same_bits(t + " backward wte (+=, " + tokens + "), fp32 in its order", got,
+                wte_exact(how, w0, hdo, o, c));
+    r.check(t + " backward wpe (fp32, +=)", dwpe.download(), hdwpe, 1e-5);
+    std::vector<std::vector<double>> runs;
+    for (int k = 0; k < 2; ++k) {
+      RY_CUDA(cudaMemset(dwte.ptr(), 0, dwte.n * sizeof(float)));
+      embedding_backward(dwte.ptr(), dwpe.ptr(), dout.ptr(), o, b, tn, c, false, s, how);
+      runs.push_back(dwte.download());
+    }
+    r.same_bits(t + " backward wte (" + tokens + "), twice", runs[1], runs[0]);
   }
-  r.same_bits(t + " backward wte (" + tokens + "), twice", runs[1], runs[0]);
 }
 
 // Tokens 5 and V - 1 a quarter of the batch each (long runs, the last id's run last), or
@@ -729,6 +793,20 @@ std::vector<int32_t> embedding_tokens(std::mt19937_64& rng, int n, bool skewed) 
     } else {
       tok[i] = i % 4 == 0 ? 5 : i % 4 == 1 ? V - 1 : pick(rng);
     }
+  }
+  return tok;
+}
+
+// Ids drawn as words are: id r with weight 1 / (r + 1) (the commonest about 13% of the batch at
+// this vocabulary).
+std::vector<int32_t> word_like_tokens(std::mt19937_64& rng, int n) {
+  std::vector<double> cdf(V);
+  double total = 0;
+  for (int k = 0; k < V; ++k) cdf[size_t(k)] = total += 1.0 / (k + 1);
+  std::uniform_real_distribution<double> u(0.0, total);
+  std::vector<int32_t> tok(static_cast<size_t>(n));
+  for (auto& id : tok) {
+    id = std::min(int32_t(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin()), V - 1);
   }
   return tok;
 }
@@ -1038,6 +1116,107 @@ void check_norm_from_splits(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   }
 }
 
+// grad_sumsq_ranges_clip (the engine's kFusedNormClip) against the three launches it replaces
+// (grad_sumsq_ranges, sum_slots, clip_factor_on_device): the same sum of squares and clip factor
+// bit for bit, at a clip that scales, one that does not and none (0); twice (the ticket back at
+// zero) and from a CUDA graph. More tiles than blocks and two chunks of given slots.
+void check_norm_clip_fused(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  const SplitBuffer b = split_buffer(768, {3 * 768, 4 * 768, 4 * 768});
+  const auto table = cuda::sumsq_range_table(b.rest);
+  const size_t tiles = table.back().first_tile, n_done = b.slots;
+  DevArray<float> g(b.n), scale(1);
+  auto hg = g.upload(random_vec(rng, b.n));
+  DevArray<double> done(n_done), slots(cuda::grad_sumsq_ranges_slots(tiles, n_done)), sumsq(1);
+  std::vector<float> d = random_vec(rng, n_done, 30.0f);
+  for (float& x : d) x *= x;  // sums of squares
+  const auto hdone = done.upload(d);
+  DevArray<uint32_t> ticket(1);
+  RY_CUDA(cudaMemset(ticket.ptr(), 0, sizeof(uint32_t)));
+  cuda::DeviceBuffer ranges(table.size() * sizeof(cuda::SumsqRange));
+  RY_CUDA(cudaMemcpy(ranges.as<void>(), table.data(), table.size() * sizeof(cuda::SumsqRange),
+                     cudaMemcpyHostToDevice));
+  const auto* rg = ranges.as<cuda::SumsqRange>();
+  auto run = [&](const std::function<void(cudaStream_t)>& queue, bool graph) {
+    slots.poison();
+    sumsq.poison();
+    scale.poison();
+    RY_CUDA(cudaDeviceSynchronize());  // the poison is on the legacy stream
+    if (graph) {
+      run_in_graph(queue);
+    } else {
+      queue(s);
+    }
+    return std::vector<double>{sumsq.download()[0], scale.download()[0]};
+  };
+  double ref = 0;  // every element of the buffer (the gaps the ranges skip are not summed)
+  for (const auto& [begin, end] : b.rest)
+    for (size_t i = begin; i < end; ++i) ref += hg[i] * hg[i];
+  for (double d : hdone) ref += d;
+  for (float clip : {1.0f, 1e9f, 0.0f}) {
+    const std::string t = "fused norm and clip (clip " + std::to_string(clip) + ")";
+    const auto three = run(
+        [&](cudaStream_t st) {
+          cuda::grad_sumsq_ranges(slots.ptr(), g.ptr(), rg, tiles, done.ptr(), n_done, st);
+          cuda::sum_slots(sumsq.ptr(), slots.ptr(), slots.n, st);
+          cuda::clip_factor_on_device(scale.ptr(), sumsq.ptr(), clip, st);
+        },
+        false);
+    auto fused = [&](cudaStream_t st) {
+      cuda::grad_sumsq_ranges_clip(sumsq.ptr(), scale.ptr(), clip, ticket.ptr(), slots.ptr(),
+                                   g.ptr(), rg, tiles, done.ptr(), n_done, st);
+    };
+    r.check(t + " vs float64", {three[0]}, {ref}, 1e-6);
+    r.same_bits(t + " = 3 launches", run(fused, false), three);
+    r.same_bits(t + " = 3 launches, again", run(fused, false), three);
+    r.same_bits(t + " = 3 launches, graph", run(fused, true), three);
+    r.same_bits(t + ": ticket back at 0", ticket.download(), {0.0});
+  }
+}
+
+// The token order copied by the backward's graph (InputPipeline::copy_order_begin/end, the
+// engine's kOrderCopyInBackward): one graph per slot, captured at the slot's first batch and
+// replayed for the later ones, must leave each batch's own order in the rows (TokenOrder's, as
+// stage_order copies it), never a stale one.
+void check_order_copy_in_graphs(Report& r, std::mt19937_64& rng) {
+  constexpr size_t n = 4096;
+  constexpr int vocab = 1000;  // many repeats: the order within a token is by position
+  DevArray<int32_t> slot0(cuda::kInputRows * n), slot1(cuda::kInputRows * n), rows(2 * n);
+  cuda::InputPipeline in(n, vocab, {slot0.ptr(), slot1.ptr()});
+  cuda::TokenOrder order(vocab);
+  cudaStream_t cs = nullptr;
+  RY_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  std::array<cudaGraphExec_t, 2> exec{};
+  std::vector<double> got, want;
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  for (int batch = 0; batch < 6; ++batch) {
+    std::vector<int32_t> tokens(n);
+    for (int32_t& t : tokens) t = pick(rng);
+    in.stage(tokens, tokens, cs);
+    in.sort_order(tokens);
+    cudaGraphExec_t& e = exec[size_t(in.last_slot())];
+    if (e == nullptr) {
+      cudaGraph_t graph = nullptr;
+      RY_CUDA(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+      in.copy_order_begin(rows.ptr(), cs);
+      in.copy_order_end(cs);
+      RY_CUDA(cudaStreamEndCapture(cs, &graph));
+      RY_CUDA(cudaGraphInstantiate(&e, graph, 0));
+      RY_CUDA(cudaGraphDestroy(graph));
+    }
+    RY_CUDA(cudaGraphLaunch(e, cs));
+    RY_CUDA(cudaStreamSynchronize(cs));
+    const auto dev = rows.download();
+    got.insert(got.end(), dev.begin(), dev.end());
+    std::vector<uint32_t> st(n), sp(n);
+    order.sort(tokens, st.data(), sp.data());
+    want.insert(want.end(), st.begin(), st.end());
+    want.insert(want.end(), sp.begin(), sp.end());
+  }
+  r.same_bits("token order copied by a graph per slot, 6 batches", got, want);
+  for (cudaGraphExec_t e : exec) RY_CUDA(cudaGraphExecDestroy(e));
+  RY_CUDA(cudaStreamDestroy(cs));
+}
+
 // A pin set from its configuration alone (cublasLtMatmulAlgoInit and the configuration's fields,
 // as the engine sets a pin the heuristic does not offer, e.g. one the survey enumerated) must be
 // the pin and give the bits of the algorithm the engine runs for it.
@@ -1234,6 +1413,12 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
                                     "long runs");
   check_embedding_backward_width<T>(r, rng, s, 16, 1024, 768, embedding_tokens(rng, 16384, true),
                                     "9% one token");
+  check_embedding_backward_width<T>(r, rng, s, 16, 1024, 768, word_like_tokens(rng, 16384),
+                                    "word-like");
+  check_embedding_backward_width<T>(r, rng, s, 16, 1024, 768, std::vector<int32_t>(16384, 7),
+                                    "one token everywhere");
+  check_embedding_backward_width<T>(r, rng, s, 3, 37, 768, std::vector<int32_t>(111, V - 1),
+                                    "one token, a partial last segment");
   check_attention<T>(r, rng, mm, s);
   check_cross_entropy<T>(r, rng, s, N, V, Vp);
   // GPT-2's padded vocabulary: staged on an H100/H200 (bf16 two blocks per multiprocessor, fp32
@@ -1264,6 +1449,8 @@ int main() {
     check_all<cuda::bf16>(r, rng, mm, s);
     check_grad_norm(r, rng, s);
     check_norm_from_splits(r, rng, s);
+    check_norm_clip_fused(r, rng, s);
+    check_order_copy_in_graphs(r, rng);
     check_split_ones_column(r, rng, s, 2304, 768, 0);
     check_split_ones_column(r, rng, s, 7, 33, 0);
     check_split_ones_column(r, rng, s, 5, 768, 1);
