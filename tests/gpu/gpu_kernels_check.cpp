@@ -472,8 +472,8 @@ void check_layernorm_kernels_same_bits(Report& r, std::mt19937_64& rng, cudaStre
   const auto staged = run(K::kStaged);
   for (K k : {K::kLean, K::kBulk}) {
     const auto got = run(k);
-    const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm" +
-                          kernel_name(k) + " first pass";
+    const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " rows " +
+                          std::to_string(rows) + " layernorm" + kernel_name(k) + " first pass";
     r.same_bits(t + ": dx as staged", got.first, staged.first);
     r.same_bits(t + ": dw, db, dx sums as staged", got.second, staged.second);
   }
@@ -493,6 +493,7 @@ void check_layernorm_other_kernels(Report& r, std::mt19937_64& rng, cudaStream_t
     check_layernorm_separate_output<T>(r, rng, s, 2 * 3168 + 37, 768, k);
   }
   for (int c : {C, 512, 768}) check_layernorm_kernels_same_bits<T>(r, rng, s, 2 * 3168 + 37, c);
+  check_layernorm_kernels_same_bits<T>(r, rng, s, 37, C);  // 4 blocks: warps without a row
 }
 
 // One layernorm_backward of check_deferred_sums: its own inputs and partials, and two sets of
