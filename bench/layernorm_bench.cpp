@@ -7,8 +7,10 @@
 // the embedding backward (runtime/cuda/embedding_kernels.cu) at B 16, T 1024, vocabulary 50257,
 // on uniform tokens (what bench/gpu_bench.sh trains on) and on tokens drawn as words are (a few
 // ids repeated hundreds of times). The LayerNorm backward before
-// (bench/layernorm_bench_reference.cu, commit 2877015) is timed beside the engine's (the forward,
-// the same kernel as then less its residual add, alone), the
+// (bench/layernorm_bench_reference.cu, commit 2877015) is timed beside each first pass the engine
+// can run (LayerNormBackwardKernel: staged, lean, bulk; each with its second pass, which must give
+// the staged one's bits, and once more alone as the step runs it, second pass deferred) (the
+// forward, the same kernel as then less its residual add, alone), the
 // embedding beside its kernels before issue 12 (CUB's sort on the GPU; the engine's order comes
 // from the host's counting sort, token_order.hpp, timed on the host); round by round after --warmup
 // rounds, each run from the same inputs; median and minimum microseconds and the rate of the bytes
@@ -170,6 +172,7 @@ bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::
 struct Verdict {
   std::vector<double> errors;
   bool twice = false, has_before = true, as_before = false, ok = false;
+  int as_staged = -1;  // the same bits as the staged first pass: -1 not compared, 0 no, 1 yes
   std::string text() const {
     std::string t = "err64";
     char b[32];
@@ -179,11 +182,13 @@ struct Verdict {
     }
     t += std::string(", bits twice ") + (twice ? "yes" : "NO");
     if (has_before) t += std::string(", = before ") + (as_before ? "yes" : "no");
+    if (as_staged >= 0) t += std::string(", = staged ") + (as_staged == 1 ? "yes" : "NO");
     return t + (ok ? "" : "  FAILED");
   }
   json to_json() const {
     json j = {{"errors_vs_float64", errors}, {"same_bits_twice", twice}, {"ok", ok}};
     if (has_before) j["same_bits_as_before"] = as_before;
+    if (as_staged >= 0) j["same_bits_as_staged"] = as_staged == 1;
     return j;
   }
 };
@@ -242,14 +247,15 @@ rb::BackwardFloat64 backward_float64(const LayerNormInputs& in, bool accumulate)
                                         accumulate ? &dx0 : nullptr, kRows, kC);
 }
 
-// Each contender's verdict: its last timed run's outputs (from dx0) against float64 and the
-// first contender's, then run once more from dx0 for the bits.
+// Each contender's verdict: its last timed run's outputs (from dx0) against float64, the first
+// contender's and (from the third on) the second's (the staged first pass), then run once more
+// from dx0 for the bits. The first passes promise the staged one's bits: one that differs fails.
 std::vector<Verdict> backward_verdicts(const std::vector<Contender>& cs,
                                        const std::vector<LayerNormOutputs>& outs,
                                        const rb::BackwardFloat64& ref, bool sum) {
   const std::vector<bool> types = {true, false, false, false};
   std::vector<Verdict> v(cs.size());
-  const auto before = outs[0].host(sum);
+  const auto before = outs[0].host(sum), staged = outs[1].host(sum);
   for (size_t k = 0; k < cs.size(); ++k) {
     const auto first = outs[k].host(sum);
     v[k].errors = {rb::relative_error(first[0], ref.dx, kRows, kC, kC),
@@ -260,18 +266,36 @@ std::vector<Verdict> backward_verdicts(const std::vector<Contender>& cs,
     cs[k].run();
     v[k].twice = same_bits(outs[k].host(sum), first);
     v[k].as_before = same_bits(first, before);
-    v[k].ok = v[k].twice && within_tolerance(v[k].errors, types);
+    if (k >= 2) v[k].as_staged = same_bits(first, staged) ? 1 : 0;
+    v[k].ok = v[k].twice && v[k].as_staged != 0 && within_tolerance(v[k].errors, types);
   }
   return v;
 }
 
+// The first passes layernorm_backward can run (LayerNormBackwardKernel), their row names
+// ("engine: " marks kLayerNormBackwardKernel's).
+const std::vector<std::pair<rc::LayerNormBackwardKernel, std::string>>& backward_kernels() {
+  using K = rc::LayerNormBackwardKernel;
+  static const std::vector<std::pair<K, std::string>> ks = [] {
+    std::vector<std::pair<K, std::string>> v = {{K::kStaged, "staged, 12 warps x 3 rows"},
+                                                {K::kLean, "lean: w in registers, pairs"},
+                                                {K::kBulk, "bulk: rows by TMA, as lean"}};
+    for (auto& [k, name] : v) {
+      if (k == rc::kLayerNormBackwardKernel) name = "engine: " + name;
+    }
+    return v;
+  }();
+  return ks;
+}
+
 // LayerNorm backward of 16384 x 768 bf16 rows: the kernel before (2877015's register kernel and
-// the engine's second pass) and the engine's layernorm_backward.
+// the engine's second pass) and each of layernorm_backward's first passes with its second pass.
 json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s, bool& all_ok) {
   const size_t nc = size_t(kRows) * kC, parts = sum ? 3 : 2;
   const LayerNormInputs in(nc, s);
+  const auto& kernels = backward_kernels();
   std::vector<LayerNormOutputs> outs;
-  for (int k = 0; k < 2; ++k) outs.emplace_back(nc);
+  for (size_t k = 0; k < 1 + kernels.size(); ++k) outs.emplace_back(nc);
   std::vector<Contender> cs;
   auto reset = [&](LayerNormOutputs* to) {
     return std::function<void()>([&in, s, to] { copy(to->dx, in.dx0, s); });
@@ -291,15 +315,20 @@ json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s,
                   c.out[2] = sum ? r.dsum.as<float>() : nullptr;
                   rc::sum_partial_columns(c, s);
                 }});
-  LayerNormOutputs* e = &outs[1];
-  cs.push_back({reset(e), [&, e] {
-                  rc::layernorm_backward(e->dx.as<bf16>(), e->dw.as<float>(), e->db.as<float>(),
-                                         sum ? e->dsum.as<float>() : nullptr,
-                                         e->partials.as<float>(), in.dy.as<bf16>(), in.x.as<bf16>(),
-                                         in.w.as<bf16>(), in.mean.as<float>(), in.rstd.as<float>(),
-                                         kRows, kC, accumulate, false, s);
-                }});
-  const std::vector<std::string> who = {"before (2877015)", "engine: staged, 12 warps x 3 rows"};
+  std::vector<std::string> who = {"before (2877015)"};
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    LayerNormOutputs* e = &outs[1 + k];
+    const rc::LayerNormBackwardKernel kernel = kernels[k].first;
+    cs.push_back({reset(e), [&, e, kernel] {
+                    rc::layernorm_backward<bf16>(
+                        e->dx.as<bf16>(), e->dw.as<float>(), e->db.as<float>(),
+                        sum ? e->dsum.as<float>() : nullptr, e->partials.as<float>(),
+                        in.dy.as<bf16>(), in.x.as<bf16>(), in.w.as<bf16>(), in.mean.as<float>(),
+                        in.rstd.as<float>(), kRows, kC, accumulate, false, s, nullptr, nullptr,
+                        kernel);
+                  }});
+    who.push_back(kernels[k].second);
+  }
   const auto us = time_rounds(cs, o, s);
   const auto verdicts = backward_verdicts(cs, outs, backward_float64(in, accumulate), sum);
   for (const Verdict& v : verdicts) all_ok = all_ok && v.ok;
@@ -310,6 +339,38 @@ json layernorm_case(bool accumulate, bool sum, const Options& o, cudaStream_t s,
   const std::string name = std::string("layernorm backward, dx ") + (accumulate ? "+=" : "=") +
                            (sum ? ", column sums" : ", no column sums");
   return report_verdicts(name, who, us, bytes, verdicts);
+}
+
+// The step's call (dx +=, column sums) with its second pass deferred, as the engine queues it:
+// each first pass alone, as the step's timeline counts it. Timed only: the bits are the case
+// above's.
+json first_pass_case(const Options& o, cudaStream_t s) {
+  const size_t nc = size_t(kRows) * kC;
+  const LayerNormInputs in(nc, s);
+  const auto& kernels = backward_kernels();
+  std::vector<LayerNormOutputs> outs;
+  for (size_t k = 0; k < kernels.size(); ++k) outs.emplace_back(nc);
+  std::vector<Contender> cs;
+  std::vector<std::string> who;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    LayerNormOutputs* e = &outs[k];
+    const rc::LayerNormBackwardKernel kernel = kernels[k].first;
+    cs.push_back({[&in, e, s] { copy(e->dx, in.dx0, s); },
+                  [&, e, kernel] {
+                    std::vector<rc::ColumnSums> deferred;
+                    rc::layernorm_backward<bf16>(
+                        e->dx.as<bf16>(), e->dw.as<float>(), e->db.as<float>(), e->dsum.as<float>(),
+                        e->partials.as<float>(), in.dy.as<bf16>(), in.x.as<bf16>(), in.w.as<bf16>(),
+                        in.mean.as<float>(), in.rstd.as<float>(), kRows, kC, true, false, s,
+                        &deferred, nullptr, kernel);
+                  }});
+    who.push_back(kernels[k].second);
+  }
+  const auto us = time_rounds(cs, o, s);
+  // dy, x, the old dx read, dx written, the statistics, 132 rows of partials written.
+  const double bytes = double(nc) * 2 * 4 + kRows * 8.0 + 132.0 * 3 * kC * 4;
+  return report("layernorm backward, dx +=, sums, first pass only", who, us,
+                std::vector<double>(who.size(), bytes), std::vector<std::string>(who.size(), "-"));
 }
 
 // The LayerNorm forward's outputs: the normalised rows (776 apart, as the step stores them for
@@ -533,7 +594,7 @@ int main(int argc, char** argv) try {
   out["layernorm_forward"] = {forward_case(o, s, all_ok)};
   out["layernorm_backward"] = {layernorm_case(true, true, o, s, all_ok),
                                layernorm_case(false, true, o, s, all_ok),
-                               layernorm_case(true, false, o, s, all_ok)};
+                               layernorm_case(true, false, o, s, all_ok), first_pass_case(o, s)};
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int32_t> pick(0, kVocab - 1);
   std::vector<int32_t> uniform(size_t(kB) * kT);

@@ -72,4 +72,74 @@ __device__ __forceinline__ void copy_async4(void* dst, const void* src) {
                : "memory");
 }
 
+// Bulk copies (the Tensor Memory Accelerator, sm_90 and later): one thread starts a copy of a
+// whole 16-byte-aligned run of bytes, whose arrival an mbarrier in shared memory counts; any
+// thread then waits on the barrier's phase. The barrier is initialised once (count: the
+// arrivals a phase needs), made visible by mbarrier_init_fence and a barrier of the threads
+// that use it.
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned count) {
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(b), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// One arrival that also tells the barrier how many bytes this phase's copies will bring.
+__device__ __forceinline__ void mbarrier_arrive_expect(unsigned long long* bar, unsigned bytes) {
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes)
+               : "memory");
+}
+// Whether the phase of parity `parity` (0 for the barrier's first, 1, 0, ...) has completed
+// (the hardware may suspend the thread a little while before it answers no).
+__device__ __forceinline__ bool mbarrier_try_wait(unsigned long long* bar, unsigned parity) {
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  unsigned done = 0;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(b), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// Waits for that phase. A copy that never lands (a wrong byte count) traps after about 2^32
+// clocks (2 s): a launch error rather than a hung GPU.
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+  if (mbarrier_try_wait(bar, parity)) return;
+  const long long start = clock64();
+  while (!mbarrier_try_wait(bar, parity)) {
+    if (clock64() - start > (1LL << 32)) __trap();
+  }
+}
+// Orders this thread's earlier shared-memory accesses before its later bulk copies (which
+// write through another proxy): a slot read, then refilled.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global into shared memory,
+// counted on `bar`, with an L2 policy for the source's lines.
+__device__ __forceinline__ void copy_bulk_hinted(void* dst, const void* src, unsigned bytes,
+                                                 unsigned long long* bar,
+                                                 unsigned long long policy) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(d),
+      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(b), "l"(policy)
+      : "memory");
+}
+// As copy_bulk_hinted, with L2's default policy.
+__device__ __forceinline__ void copy_bulk(void* dst, const void* src, unsigned bytes,
+                                          unsigned long long* bar) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(d),
+      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(b)
+      : "memory");
+}
+
 }  // namespace railyard::cuda

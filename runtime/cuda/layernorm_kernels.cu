@@ -170,7 +170,7 @@ __global__ void layernorm_backward_kernel(T* dx, const T* dx_in, float* partials
 // the warps' sums meet in shared memory and are added in warp order into the block's row of
 // partials: every sum has a fixed order (rows in walk order per lane, then warps, then blocks
 // in sum_partial_columns), the same bits every run.
-template <typename T, int P, bool kSum, int kW, int kS>
+template <typename T, int P, bool kSum, int kW, int kS, LayerNormBackwardKernel K>
 struct StagedShape {
   static constexpr int kN = Pack<T>::kN, kH = kN / 4, kE = P * kN, kParts = backward_parts(kSum);
   static_assert(kN % 4 == 0, "a pack holds whole float4 groups");
@@ -178,13 +178,17 @@ struct StagedShape {
   // A slot in 16-byte units: the lane's packs of dy, x and the old dx [3][P][32 lanes], then
   // mean and rstd as each lane copied them, [2][32] floats.
   static constexpr int kSlot4 = 3 * P * 32 + 2 * 32 / 4;
-  // Shared memory: w as fp32 [P][kH][32 lanes] float4, then the rings [kW][kS] slots; at the
-  // end the warps' sums [kW][part][kE / 4][32] float4 (a lane's 4 adjacent sums as one float4,
-  // a warp's 32 of them consecutive: no bank conflict) take the rings' place.
-  static constexpr int kW4 = P * kH * 32, kRing4 = kW * kS * kSlot4;
-  static constexpr int kAcc4 = kW * kParts * (kE / 4) * 32;
+  // Shared memory: a head (kStaged: w as fp32 [P][kH][32 lanes] float4; kBulk: the slots'
+  // barriers [kW][kS]; kLean: none), then the rings [kW][kS] slots; at the end the warps' sums
+  // [kW][part][kE / 4][32] float4 (a lane's 4 adjacent sums as one float4, a warp's 32 of them
+  // consecutive: no bank conflict) take the rings' place. A slot's dy, x and old dx are each
+  // the row's packs in column order (pack q = lane + 32 i at q): one bulk copy each.
+  static constexpr int kHead4 = K == LayerNormBackwardKernel::kStaged ? P * kH * 32
+                                : K == LayerNormBackwardKernel::kBulk ? (kW * kS * 8 + 15) / 16
+                                                                      : 0;
+  static constexpr int kRing4 = kW * kS * kSlot4, kAcc4 = kW * kParts * (kE / 4) * 32;
   static constexpr size_t kSharedBytes =
-      size_t(kW4 + (kRing4 > kAcc4 ? kRing4 : kAcc4)) * sizeof(float4);
+      size_t(kHead4 + (kRing4 > kAcc4 ? kRing4 : kAcc4)) * sizeof(float4);
 };
 
 // One block per multiprocessor of an H100/H200 (132): fixed, so that the order of the sums
@@ -257,6 +261,86 @@ __device__ __forceinline__ void stage_row(uint4* slot, const RowSource<T>& s, in
   commit_async();
 }
 
+// kBulk's stage_row: lane 0 copies the row's dy, x (and old dx) into `slot` as bulk copies
+// counted on `bar`; each lane copies the statistics as stage_row does (a group a row, empty
+// from `end` on). The caller has made sure that no lane still reads the slot.
+template <typename T, int P>
+__device__ __forceinline__ void stage_row_bulk(uint4* slot, unsigned long long* bar,
+                                               const RowSource<T>& s, int row, int end, int lane) {
+  if (row < end) {
+    if (lane == 0) {
+      const unsigned bytes = unsigned(s.C) * sizeof(T);
+      const size_t at = size_t(row) * s.C;
+      fence_proxy_async_shared();  // the slot's earlier reads before the copies' writes
+      mbarrier_arrive_expect(bar, bytes * (s.accumulate ? 3 : 2));
+      copy_bulk_hinted(slot, s.dy + at, bytes, bar, s.policy);
+      copy_bulk_hinted(slot + P * 32, s.x + at, bytes, bar, s.policy);
+      if (s.accumulate) copy_bulk(slot + 2 * P * 32, s.dx + at, bytes, bar);
+    }
+    float* stats = reinterpret_cast<float*>(slot + 3 * P * 32);
+    copy_async4(stats + lane, s.mean + row);
+    copy_async4(stats + 32 + lane, s.rstd + row);
+  }
+  commit_async();
+}
+
+// kBulk's barriers, a slot's each (a phase: lane 0's arrival and its copies' bytes), made
+// visible to the warp's lanes.
+__device__ __forceinline__ void init_slot_barriers(unsigned long long* bars, int slots, int lane) {
+  if (lane == 0) {
+    for (int k = 0; k < slots; ++k) mbarrier_init(bars + k, 1);
+    mbarrier_init_fence();
+  }
+  __syncwarp();
+}
+
+// w as kStaged reads it: the lane's fp32 groups of 4 from shared memory.
+struct SharedWeights {
+  const float4* w4;
+  int lane;
+  template <int kH>
+  __device__ __forceinline__ float4 group(int i, int h) const {
+    return w4[(i * kH + h) * 32 + lane];
+  }
+};
+
+// w as kLean and kBulk keep it: the lane's packs as raw words in registers (loaded once,
+// widened where used: the same fp32 values).
+template <typename T, int P>
+struct RegisterWeights {
+  uint4 w[P];
+  __device__ RegisterWeights(const T* wp, int C, int lane) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int q = lane + 32 * i;
+      w[i] = q < C / Pack<T>::kN ? *reinterpret_cast<const uint4*>(wp + size_t(q) * Pack<T>::kN)
+                                 : make_uint4(0, 0, 0, 0);
+    }
+  }
+  template <int kH>
+  __device__ __forceinline__ float4 group(int i, int h) const {
+    return make_float4(element<T>(w[i], 4 * h), element<T>(w[i], 4 * h + 1),
+                       element<T>(w[i], 4 * h + 2), element<T>(w[i], 4 * h + 3));
+  }
+};
+
+// A pack of values rounded to T: bf16 two at a time (one conversion instruction for a pair,
+// each rounded to nearest even as from_f rounds one).
+template <typename T>
+__device__ __forceinline__ Pack<T> round_pairs(const float (&v)[Pack<T>::kN]) {
+  Pack<T> out;
+  if constexpr (sizeof(T) == 2) {
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kN; k += 2) {
+      *reinterpret_cast<__nv_bfloat162*>(&out.v[k]) = __floats2bfloat162_rn(v[k], v[k + 1]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kN; ++k) out.v[k] = from_f<T>(v[k]);
+  }
+  return out;
+}
+
 // The lane's part of a staged row, from its slot (after its group has been waited for).
 template <typename T, int P>
 __device__ __forceinline__ void read_slot(RowLoads<T, P>& b, const uint4* slot, int C, int lane,
@@ -275,8 +359,9 @@ __device__ __forceinline__ void read_slot(RowLoads<T, P>& b, const uint4* slot, 
 }
 
 // One row: the two row sums (warp shuffles), dx stored, the lane's column sums added to.
-template <typename T, int P, bool kSum>
-__device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, const float4* w4,
+// kPairs: dx rounded two at a time (round_pairs), else one at a time: the same values.
+template <typename T, int P, bool kSum, bool kPairs, typename Weights>
+__device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, const Weights& wt,
                                              int C, int lane, bool accumulate,
                                              LaneSums<T, P, kSum>& acc) {
   constexpr int kN = Pack<T>::kN, kH = kN / 4;
@@ -287,7 +372,7 @@ __device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, co
     if (lane + 32 * i >= C / kN) continue;
 #pragma unroll
     for (int h = 0; h < kH; ++h) {
-      const float4 wv = w4[(i * kH + h) * 32 + lane];
+      const float4 wv = wt.template group<kH>(i, h);
       const float* wf = &wv.x;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -308,17 +393,29 @@ __device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, co
     const int q = lane + 32 * i;
     if (q >= C / kN) continue;
     Pack<T> out;
+    [[maybe_unused]] float v[kN];
 #pragma unroll
     for (int h = 0; h < kH; ++h) {
-      const float4 wv = w4[(i * kH + h) * 32 + lane];
+      const float4 wv = wt.template group<kH>(i, h);
       const float* wf = &wv.x;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int k = h * 4 + j;
         const float d = element<T>(b.dy[i], k), xh = (element<T>(b.x[i], k) - m) * r;
         const float g = r * (d * wf[j] - s1 - xh * s2);
-        out.v[k] = from_f<T>(accumulate ? element<T>(b.dx[i], k) + g : g);
-        if constexpr (kSum) acc[2][i * kN + k] += to_f(out.v[k]);  // as stored, as a bias reads
+        if constexpr (kPairs) {
+          v[k] = accumulate ? element<T>(b.dx[i], k) + g : g;
+        } else {
+          out.v[k] = from_f<T>(accumulate ? element<T>(b.dx[i], k) + g : g);
+          if constexpr (kSum) acc[2][i * kN + k] += to_f(out.v[k]);  // as stored, as a bias reads
+        }
+      }
+    }
+    if constexpr (kPairs) {
+      out = round_pairs<T>(v);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        if constexpr (kSum) acc[2][i * kN + k] += to_f(out.v[k]);
       }
     }
     store_pack(dxr + size_t(q) * kN, out);
@@ -343,8 +440,10 @@ __device__ void stage_weights(float4* w4, const T* w, int C) {
 
 // The warps' column sums added in warp order: the block's row of partials, in column order
 // (column c = q kN + k of a part is element e = (q / 32) kN + k of lane q % 32). acc4 may be
-// the rings' shared memory: the caller has waited for every warp to be done with it.
-template <typename T, int P, bool kSum, int kW>
+// the rings' shared memory: the caller has waited for every warp to be done with it. kGroups:
+// a thread adds 4 columns at a time, a float4 slot of every warp (kLean, kBulk), else one
+// column (kStaged); each column's sum the same, from 0 in warp order.
+template <typename T, int P, bool kSum, int kW, bool kGroups>
 __device__ void write_lane_partials(float* partials, float4* acc4, int C,
                                     const LaneSums<T, P, kSum>& acc) {
   constexpr int kN = Pack<T>::kN, kG = P * kN / 4, kParts = backward_parts(kSum);
@@ -358,8 +457,25 @@ __device__ void write_lane_partials(float* partials, float4* acc4, int C,
     }
   }
   __syncthreads();
-  const float* a = reinterpret_cast<const float*>(acc4);
   float* out = partials + size_t(blockIdx.x) * kParts * C;
+  if constexpr (kGroups) {
+    for (int s = threadIdx.x; s < kParts * kG * 32; s += blockDim.x) {
+      const int p = s / (kG * 32), g = (s / 32) % kG, q = s % 32 + 32 * (4 * g / kN);
+      if (q >= C / kN) continue;
+      float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int k = 0; k < kW; ++k) {
+        const float4 v = acc4[k * kParts * kG * 32 + s];
+        t = make_float4(t.x + v.x, t.y + v.y, t.z + v.z, t.w + v.w);
+      }
+      float* o = out + size_t(p) * C + q * kN + 4 * g % kN;
+      o[0] = t.x;
+      o[1] = t.y;
+      o[2] = t.z;
+      o[3] = t.w;
+    }
+    return;
+  }
+  const float* a = reinterpret_cast<const float*>(acc4);
   for (int c = threadIdx.x; c < kParts * C; c += blockDim.x) {
     const int p = c / C, col = c - p * C, q = col / kN, e = (q / 32) * kN + col % kN;
     const int slot = (p * kG + e / 4) * 128 + (q % 32) * 4 + e % 4;
@@ -369,43 +485,64 @@ __device__ void write_lane_partials(float* partials, float4* acc4, int C,
   }
 }
 
-template <typename T, int P, bool kSum, int kW, int kS>
+// The rows' walk of all three first passes (kStaged, kLean, kBulk: LayerNormBackwardKernel).
+template <typename T, int P, bool kSum, int kW, int kS, LayerNormBackwardKernel K>
 __global__ void __launch_bounds__(kW * 32, 1)
     layernorm_backward_staged_kernel(T* dx, const T* dx_in, float* partials, const T* dy,
                                      const T* x, const T* w, const float* mean, const float* rstd,
                                      int N, int C, bool accumulate) {
-  using S = StagedShape<T, P, kSum, kW, kS>;
-  extern __shared__ float4 shared4[];  // w, the warps' rings, at the end their sums
+  using S = StagedShape<T, P, kSum, kW, kS, K>;
+  constexpr bool kShared = K == LayerNormBackwardKernel::kStaged;
+  constexpr bool kBulk = K == LayerNormBackwardKernel::kBulk;
+  extern __shared__ float4 shared4[];  // the head, the warps' rings, at the end their sums
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  uint4* ring = reinterpret_cast<uint4*>(shared4 + S::kW4) + warp * kS * S::kSlot4;
-  stage_weights<T, P>(shared4, w, C);
+  uint4* ring = reinterpret_cast<uint4*>(shared4 + S::kHead4) + warp * kS * S::kSlot4;
+  unsigned long long* bars = reinterpret_cast<unsigned long long*>(shared4) + warp * kS;
+  if constexpr (kShared) stage_weights<T, P>(shared4, w, C);
+  if constexpr (kBulk) init_slot_barriers(bars, kS, lane);
   const RowSource<T> src{dy, x, dx_in, mean, rstd, C, accumulate, evict_first_policy()};
   const int end = int(int64_t(blockIdx.x + 1) * N / gridDim.x);
   const int first = int(int64_t(blockIdx.x) * N / gridDim.x) + warp;
+  auto stage = [&](int k, int row) {
+    if constexpr (kBulk) {
+      stage_row_bulk<T, P>(ring + (k % kS) * S::kSlot4, bars + k % kS, src, row, end, lane);
+    } else {
+      stage_row<T, P>(ring + (k % kS) * S::kSlot4, src, row, end, lane);
+    }
+  };
   // Row first + k kW goes to slot k % kS. The copies of row k + kS - 1 start before row k is
   // waited for, into the slot that row k - 1 was read from (its values already used).
 #pragma unroll
-  for (int k = 0; k < kS - 1; ++k) {
-    stage_row<T, P>(ring + k * S::kSlot4, src, first + k * kW, end, lane);
-  }
+  for (int k = 0; k < kS - 1; ++k) stage(k, first + k * kW);
   LaneSums<T, P, kSum> acc;
 #pragma unroll
   for (int p = 0; p < S::kParts; ++p) {
 #pragma unroll
     for (int e = 0; e < S::kE; ++e) acc[p][e] = 0.0f;
   }
-  __syncthreads();  // w staged
+  // kStaged: w staged for the block; the others: the lane's packs, loaded while the first rows
+  // are on their way.
+  std::conditional_t<kShared, SharedWeights, RegisterWeights<T, P>> wt = [&] {
+    if constexpr (kShared) {
+      __syncthreads();  // w staged
+      return SharedWeights{shared4, lane};
+    } else {
+      return RegisterWeights<T, P>(w, C, lane);
+    }
+  }();
   int k = 0;
   for (int row = first; row < end; row += kW, ++k) {
-    stage_row<T, P>(ring + ((k + kS - 1) % kS) * S::kSlot4, src, row + (kS - 1) * kW, end, lane);
+    if constexpr (kBulk) __syncwarp();  // every lane done reading row k - 1's slot
+    stage(k + kS - 1, row + (kS - 1) * kW);
     wait_async(kS - 1);  // row k's group has landed
+    if constexpr (kBulk) mbarrier_wait(bars + k % kS, unsigned(k / kS) & 1u);
     RowLoads<T, P> b;
     read_slot<T, P>(b, ring + (k % kS) * S::kSlot4, C, lane, accumulate);
-    backward_row<T, P, kSum>(b, dx + size_t(row) * C, shared4, C, lane, accumulate, acc);
+    backward_row<T, P, kSum, !kShared>(b, dx + size_t(row) * C, wt, C, lane, accumulate, acc);
   }
   wait_async(0);
   __syncthreads();  // every warp done with its ring: the sums take its place
-  write_lane_partials<T, P, kSum, kW>(partials, shared4 + S::kW4, C, acc);
+  write_lane_partials<T, P, kSum, kW, !kShared>(partials, shared4 + S::kHead4, C, acc);
 }
 
 // One row of the packed forward, its packs loaded: the statistics and the normalised row.
@@ -525,23 +662,57 @@ size_t backward_shared_bytes(int C, int parts) {
   return size_t(kWarps) * parts * C * sizeof(float);
 }
 
-// The staged kernel's first pass (dx and a row of partials per block); returns its rows of
+// One shape of the staged kernels at P packs a lane; 0 where its rings do not fit.
+template <typename T, int P, bool kSum, LayerNormBackwardKernel K>
+int launch_staged_shape(T* dx, const T* dx_in, float* partials, const T* dy, const T* x, const T* w,
+                        const float* mean, const float* rstd, int N, int C, bool accumulate,
+                        cudaStream_t stream) {
+  constexpr int kW = kStagedWarps, kS = kStagedRows;
+  using S = StagedShape<T, P, kSum, kW, kS, K>;
+  if (S::kSharedBytes > shared_memory_limit()) return 0;
+  auto kernel = layernorm_backward_staged_kernel<T, P, kSum, kW, kS, K>;
+  fit_shared_memory(kernel, S::kSharedBytes);
+  const int blocks = std::min(kStagedBlocks, (N + kW - 1) / kW);
+  kernel<<<blocks, kW * 32, S::kSharedBytes, stream>>>(dx, dx_in, partials, dy, x, w, mean, rstd, N,
+                                                       C, accumulate);
+  RY_CUDA_LAUNCHED();
+  return blocks;
+}
+
+// Calls f(std::integral_constant<LayerNormBackwardKernel, K>{}) for K = k.
+template <typename F>
+auto with_backward_kernel(LayerNormBackwardKernel k, F&& f) {
+  using K = LayerNormBackwardKernel;
+  switch (k) {
+    case K::kLean:
+      return f(std::integral_constant<K, K::kLean>{});
+    case K::kBulk:
+      return f(std::integral_constant<K, K::kBulk>{});
+    default:
+      return f(std::integral_constant<K, K::kStaged>{});
+  }
+}
+
+// kBulk's copies need 16-byte aligned rows; where they are not, kLean (the same bits) runs.
+template <typename T>
+LayerNormBackwardKernel usable_kernel(LayerNormBackwardKernel k, const T* dx_in, const T* dy,
+                                      const T* x) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool ok = aligned(dx_in) && aligned(dy) && aligned(x);
+  return k == LayerNormBackwardKernel::kBulk && !ok ? LayerNormBackwardKernel::kLean : k;
+}
+
+// The staged kernels' first pass (dx and a row of partials per block); returns its rows of
 // partials (its blocks), or 0 where its rings do not fit the device's shared memory.
 template <typename T, bool kSum>
-int launch_staged_backward(int lane_packs, T* dx, const T* dx_in, float* partials, const T* dy,
-                           const T* x, const T* w, const float* mean, const float* rstd, int N,
-                           int C, bool accumulate, cudaStream_t stream) {
+int launch_staged_backward(LayerNormBackwardKernel which, int lane_packs, T* dx, const T* dx_in,
+                           float* partials, const T* dy, const T* x, const T* w, const float* mean,
+                           const float* rstd, int N, int C, bool accumulate, cudaStream_t stream) {
   return with_lane_packs(lane_packs, [&](auto p) {
-    constexpr int kW = kStagedWarps, kS = kStagedRows, P = decltype(p)::value;
-    using S = StagedShape<T, P, kSum, kW, kS>;
-    if (S::kSharedBytes > shared_memory_limit()) return 0;
-    auto kernel = layernorm_backward_staged_kernel<T, P, kSum, kW, kS>;
-    fit_shared_memory(kernel, S::kSharedBytes);
-    const int blocks = std::min(kStagedBlocks, (N + kW - 1) / kW);
-    kernel<<<blocks, kW * 32, S::kSharedBytes, stream>>>(dx, dx_in, partials, dy, x, w, mean, rstd,
-                                                         N, C, accumulate);
-    RY_CUDA_LAUNCHED();
-    return blocks;
+    return with_backward_kernel(usable_kernel(which, dx_in, dy, x), [&](auto k) {
+      return launch_staged_shape<T, decltype(p)::value, kSum, decltype(k)::value>(
+          dx, dx_in, partials, dy, x, w, mean, rstd, N, C, accumulate, stream);
+    });
   });
 }
 
@@ -565,17 +736,17 @@ int launch_wide_backward(T* dx, const T* dx_in, float* partials, const T* dy, co
 // whether dx's column sums are wanted; out, whether they are among the partials (wide rows:
 // only where shared memory holds a third slice).
 template <typename T>
-int layernorm_backward_first_pass(bool& fused_sum, T* dx, const T* dx_in, float* partials,
-                                  const T* dy, const T* x, const T* w, const float* mean,
-                                  const float* rstd, int N, int C, bool accumulate,
-                                  cudaStream_t stream) {
+int layernorm_backward_first_pass(LayerNormBackwardKernel which, bool& fused_sum, T* dx,
+                                  const T* dx_in, float* partials, const T* dy, const T* x,
+                                  const T* w, const float* mean, const float* rstd, int N, int C,
+                                  bool accumulate, cudaStream_t stream) {
   const int lane_packs = staged_lane_packs<T>(C);
   if (lane_packs != 0) {
     const int rows =
-        fused_sum ? launch_staged_backward<T, true>(lane_packs, dx, dx_in, partials, dy, x, w, mean,
-                                                    rstd, N, C, accumulate, stream)
-                  : launch_staged_backward<T, false>(lane_packs, dx, dx_in, partials, dy, x, w,
-                                                     mean, rstd, N, C, accumulate, stream);
+        fused_sum ? launch_staged_backward<T, true>(which, lane_packs, dx, dx_in, partials, dy, x,
+                                                    w, mean, rstd, N, C, accumulate, stream)
+                  : launch_staged_backward<T, false>(which, lane_packs, dx, dx_in, partials, dy, x,
+                                                     w, mean, rstd, N, C, accumulate, stream);
     if (rows != 0) return rows;
   }
   const size_t limit = shared_memory_limit();
@@ -609,11 +780,12 @@ template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
                         bool accumulate, bool accumulate_params, cudaStream_t stream,
-                        std::vector<ColumnSums>* deferred, const T* dx_in) {
+                        std::vector<ColumnSums>* deferred, const T* dx_in,
+                        LayerNormBackwardKernel kernel) {
   bool fused_sum = dsum != nullptr;
   const int rows =
-      layernorm_backward_first_pass<T>(fused_sum, dx, dx_in != nullptr ? dx_in : dx, partials, dy,
-                                       x, w, mean, rstd, N, C, accumulate, stream);
+      layernorm_backward_first_pass<T>(kernel, fused_sum, dx, dx_in != nullptr ? dx_in : dx,
+                                       partials, dy, x, w, mean, rstd, N, C, accumulate, stream);
   ColumnSums sums;
   sums.partials = partials;
   sums.rows = rows;
@@ -637,7 +809,8 @@ void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partial
                                      int, cudaStream_t);                                          \
   template void layernorm_backward<T>(T*, float*, float*, float*, float*, const T*, const T*,     \
                                       const T*, const float*, const float*, int, int, bool, bool, \
-                                      cudaStream_t, std::vector<ColumnSums>*, const T*);
+                                      cudaStream_t, std::vector<ColumnSums>*, const T*,           \
+                                      LayerNormBackwardKernel);
 RY_INSTANTIATE(float)
 RY_INSTANTIATE(bf16)
 #undef RY_INSTANTIATE

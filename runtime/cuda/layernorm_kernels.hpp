@@ -14,6 +14,18 @@ namespace railyard::cuda {
 
 inline constexpr float kLayerNormEps = 1e-5f;
 
+// How the backward's first pass moves rows of at most 4 packs a lane (wider rows: one kernel).
+// All three walk the same rows per warp with the same arithmetic in the same order: the same
+// bits. kStaged: each lane copies its packs into a ring of row slots (cp.async), w as fp32 in
+// shared memory. kLean: the same copies, w kept in registers, the copies of the first rows
+// started before w is loaded, dx rounded to bf16 two at a time. kBulk: kLean, with each row of
+// dy, x and the old dx copied by one lane as three bulk copies (TMA) counted on a barrier per
+// slot. bench/layernorm_bench.cpp times them side by side.
+enum class LayerNormBackwardKernel { kStaged, kLean, kBulk };
+// The engine's (one line for an A/B; bench/NOTES.md 2026-12-03).
+inline constexpr LayerNormBackwardKernel kLayerNormBackwardKernel =
+    LayerNormBackwardKernel::kStaged;
+
 // out = LN(x) * w + b over rows of C; out's rows ld_out apart (>= C, whole 16-byte packs), its
 // columns past C left as they are (a Linear's ones column, ones_column_kernels.hpp).
 template <typename T>
@@ -35,11 +47,13 @@ size_t layernorm_backward_partials(int N, int C);
 // With dx_in (and accumulate), the dx added to is read from dx_in and the sum stored to dx,
 // dx_in left as it was (another N x C buffer, not overlapping dx, or dx itself): the same
 // arithmetic, the same bits as in place. The engine keeps an earlier residual gradient that
-// way (cuda_engine.cpp, kProjWeightGroup).
+// way (cuda_engine.cpp, kProjWeightGroup). `kernel`: which first pass (the engine's unless a
+// bench or check asks for another).
 template <typename T>
 void layernorm_backward(T* dx, float* dw, float* db, float* dsum, float* partials, const T* dy,
                         const T* x, const T* w, const float* mean, const float* rstd, int N, int C,
                         bool accumulate, bool accumulate_params, cudaStream_t stream,
-                        std::vector<ColumnSums>* deferred = nullptr, const T* dx_in = nullptr);
+                        std::vector<ColumnSums>* deferred = nullptr, const T* dx_in = nullptr,
+                        LayerNormBackwardKernel kernel = kLayerNormBackwardKernel);
 
 }  // namespace railyard::cuda

@@ -294,8 +294,8 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   auto hdw = dw.upload(random_vec(rng, C));
   auto hdb = db.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(N, C));
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, true, true, s);
+  cuda::layernorm_backward<T>(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(),
+                              x.ptr(), w.ptr(), dmean.ptr(), drstd.ptr(), N, C, true, true, s);
   // The device used the fp32 statistics; so does the reference.
   std::vector<double> fm(N), fr(N);
   for (int i = 0; i < N; ++i) fm[i] = float(rm[i]), fr[i] = float(rr[i]);
@@ -308,8 +308,8 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   // Overwriting the parameter gradients, twice: the same values and the same bits.
   dw.poison();
   db.poison();
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
+  cuda::layernorm_backward<T>(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(),
+                              x.ptr(), w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
   auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download();
   std::vector<double> zdx(dx.n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
@@ -317,20 +317,34 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
   r.check(t + " layernorm backward dx (=)", dx1, zdx, tol<T>());
   r.check(t + " layernorm backward dw (fp32, =)", dw1, zdw, 1e-5);
   r.check(t + " layernorm backward db (fp32, =)", db1, zdb, 1e-5);
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
+  cuda::layernorm_backward<T>(dx.ptr(), dw.ptr(), db.ptr(), nullptr, partials.ptr(), dy.ptr(),
+                              x.ptr(), w.ptr(), dmean.ptr(), drstd.ptr(), N, C, false, false, s);
   r.same_bits(t + " layernorm backward dw, twice", dw.download(), dw1);
   r.same_bits(t + " layernorm backward db, twice", db.download(), db1);
+}
+
+// A first pass's name in a check's line: none for the engine's (the lines as before).
+std::string kernel_name(cuda::LayerNormBackwardKernel k) {
+  if (k == cuda::kLayerNormBackwardKernel) return "";
+  switch (k) {
+    case cuda::LayerNormBackwardKernel::kStaged:
+      return " (staged)";
+    case cuda::LayerNormBackwardKernel::kLean:
+      return " (lean)";
+    default:
+      return " (bulk)";
+  }
 }
 
 // layernorm_backward reading the dx it adds to from another buffer (dx_in; the engine's
 // rotating residual gradient, cuda_engine.cpp kProjWeightGroup): what it stores, the parameter
 // sums and dx's column sums bit for bit those of the in-place call, dx_in left as it was.
 template <typename T>
-void check_layernorm_separate_output(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows,
-                                     int C) {
-  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) +
-                        " layernorm dx into another buffer:";
+void check_layernorm_separate_output(
+    Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C,
+    cuda::LayerNormBackwardKernel kernel = cuda::kLayerNormBackwardKernel) {
+  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm" +
+                        kernel_name(kernel) + " dx into another buffer:";
   const size_t n = size_t(rows) * C;
   DevArray<T> x(n), w(C), dy(n), in_place(n), in(n), out(n);
   DevArray<float> mean(rows), rstd(rows), sums_in_place(3 * size_t(C)), sums(3 * size_t(C));
@@ -350,12 +364,13 @@ void check_layernorm_separate_output(Report& r, std::mt19937_64& rng, cudaStream
   sums.poison();
   DevArray<float> partials(cuda::layernorm_backward_partials(rows, C));
   float* a = sums_in_place.ptr();
-  cuda::layernorm_backward(in_place.ptr(), a, a + C, a + 2 * C, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, false, s);
+  cuda::layernorm_backward<T>(in_place.ptr(), a, a + C, a + 2 * C, partials.ptr(), dy.ptr(),
+                              x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, false, s,
+                              nullptr, nullptr, kernel);
   float* b = sums.ptr();
-  cuda::layernorm_backward(out.ptr(), b, b + C, b + 2 * C, partials.ptr(), dy.ptr(), x.ptr(),
-                           w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, false, s, nullptr,
-                           static_cast<const T*>(in.ptr()));
+  cuda::layernorm_backward<T>(out.ptr(), b, b + C, b + 2 * C, partials.ptr(), dy.ptr(), x.ptr(),
+                              w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, false, s, nullptr,
+                              static_cast<const T*>(in.ptr()), kernel);
   r.same_bits(t + " dx as in place", out.download(), in_place.download());
   r.same_bits(t + " dw, db, dx sums as in place", sums.download(), sums_in_place.download());
   r.same_bits(t + " dx_in untouched", in.download(), hin);
@@ -372,8 +387,11 @@ std::vector<double> add_column_sums(std::vector<double> ref, const std::vector<d
 // output gradient dx is), at rows x C: C of one to four packs per lane or wide rows, a
 // multiple of 256 or not, rows from fewer than a block has warps to several per warp.
 template <typename T>
-void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C) {
-  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm";
+void check_layernorm_column_sums(
+    Report& r, std::mt19937_64& rng, cudaStream_t s, int rows, int C,
+    cuda::LayerNormBackwardKernel kernel = cuda::kLayerNormBackwardKernel) {
+  const std::string t =
+      std::string(type_name<T>()) + " C=" + std::to_string(C) + " layernorm" + kernel_name(kernel);
   const size_t n = size_t(rows) * C;
   DevArray<T> x(n), w(C), dy(n), dx(n);
   DevArray<float> mean(rows), rstd(rows), dw(C), db(C), dsum(C);
@@ -388,8 +406,9 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   auto hdw = dw.upload(random_vec(rng, C)), hdb = db.upload(random_vec(rng, C));
   auto hds = dsum.upload(random_vec(rng, C));
   DevArray<float> partials(cuda::layernorm_backward_partials(rows, C));
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, s);
+  cuda::layernorm_backward<T>(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
+                              x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, true, s,
+                              nullptr, nullptr, kernel);
   std::vector<double> rdx = hdx, rdw = hdw, rdb = hdb;
   cpu::layernorm_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(),
                                   hw.data(), fm.data(), fr.data(), rows, C);
@@ -407,8 +426,9 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   dw.poison();
   db.poison();
   dsum.poison();
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
+  cuda::layernorm_backward<T>(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
+                              x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s,
+                              nullptr, nullptr, kernel);
   const auto dx1 = dx.download(), dw1 = dw.download(), db1 = db.download(), ds1 = dsum.download();
   std::vector<double> zdx(n, 0.0), zdw(C, 0.0), zdb(C, 0.0);
   cpu::layernorm_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(),
@@ -417,10 +437,63 @@ void check_layernorm_column_sums(Report& r, std::mt19937_64& rng, cudaStream_t s
   r.check(t + " backward dw (fp32, =)", dw1, zdw, 1e-5);
   r.check(t + " backward db (fp32, =)", db1, zdb, 1e-5);
   r.check(t + " dx column sums (fp32, =)", ds1, add_column_sums(zero, dx1, C), 1e-5);
-  cuda::layernorm_backward(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
-                           x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s);
+  cuda::layernorm_backward<T>(dx.ptr(), dw.ptr(), db.ptr(), dsum.ptr(), partials.ptr(), dy.ptr(),
+                              x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false, false, s,
+                              nullptr, nullptr, kernel);
   r.same_bits(t + " dx column sums, twice", dsum.download(), ds1);
   r.same_bits(t + " backward dw with column sums, twice", dw.download(), dw1);
+}
+
+// Every first pass (LayerNormBackwardKernel) on the same inputs, dx added to and the column
+// sums: dx, dw, db and dx's sums bit for bit the staged one's.
+template <typename T>
+void check_layernorm_kernels_same_bits(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows,
+                                       int C) {
+  using K = cuda::LayerNormBackwardKernel;
+  const size_t n = size_t(rows) * C;
+  DevArray<T> x(n), w(C), dy(n), dx(n);
+  DevArray<float> mean(rows), rstd(rows), sums(3 * size_t(C)),
+      partials(cuda::layernorm_backward_partials(rows, C));
+  x.upload(random_vec(rng, n, 2.0f));
+  w.upload(random_vec(rng, C));
+  dy.upload(random_vec(rng, n));
+  mean.upload(random_vec(rng, rows));
+  rstd.upload(random_vec(rng, rows, 2.0f));  // any values: only the bits are compared
+  const auto old = random_vec(rng, n);
+  auto run = [&](K k) {
+    dx.upload(old);
+    sums.poison();
+    float* o = sums.ptr();
+    cuda::layernorm_backward<T>(dx.ptr(), o, o + C, o + 2 * C, partials.ptr(), dy.ptr(), x.ptr(),
+                                w.ptr(), mean.ptr(), rstd.ptr(), rows, C, true, false, s, nullptr,
+                                nullptr, k);
+    return std::make_pair(dx.download(), sums.download());
+  };
+  const auto staged = run(K::kStaged);
+  for (K k : {K::kLean, K::kBulk}) {
+    const auto got = run(k);
+    const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " rows " +
+                          std::to_string(rows) + " layernorm" + kernel_name(k) + " first pass";
+    r.same_bits(t + ": dx as staged", got.first, staged.first);
+    r.same_bits(t + ": dw, db, dx sums as staged", got.second, staged.second);
+  }
+}
+
+// The first passes the engine does not run (it runs kLayerNormBackwardKernel's): against
+// float64, twice, into another buffer, and bit for bit the staged one's.
+template <typename T>
+void check_layernorm_other_kernels(Report& r, std::mt19937_64& rng, cudaStream_t s) {
+  for (auto k : {cuda::LayerNormBackwardKernel::kStaged, cuda::LayerNormBackwardKernel::kLean,
+                 cuda::LayerNormBackwardKernel::kBulk}) {
+    if (k == cuda::kLayerNormBackwardKernel) continue;
+    check_layernorm_column_sums<T>(r, rng, s, N, C, k);
+    check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768, k);
+    check_layernorm_column_sums<T>(r, rng, s, 37, 1000, k);
+    check_layernorm_column_sums<T>(r, rng, s, N, 2560, k);
+    check_layernorm_separate_output<T>(r, rng, s, 2 * 3168 + 37, 768, k);
+  }
+  for (int c : {C, 512, 768}) check_layernorm_kernels_same_bits<T>(r, rng, s, 2 * 3168 + 37, c);
+  check_layernorm_kernels_same_bits<T>(r, rng, s, 37, C);  // 4 blocks: warps without a row
 }
 
 // One layernorm_backward of check_deferred_sums: its own inputs and partials, and two sets of
@@ -459,9 +532,9 @@ struct DeferredCall {
   }
   void run(const DevArray<float>& out, std::vector<cuda::ColumnSums>* batch, cudaStream_t s) {
     float* o = out.ptr();
-    cuda::layernorm_backward(dx.ptr(), o, o + C, with_sum ? o + 2 * C : nullptr, partials.ptr(),
-                             dy.ptr(), x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false,
-                             acc, s, batch);
+    cuda::layernorm_backward<T>(dx.ptr(), o, o + C, with_sum ? o + 2 * C : nullptr, partials.ptr(),
+                                dy.ptr(), x.ptr(), w.ptr(), mean.ptr(), rstd.ptr(), rows, C, false,
+                                acc, s, batch);
   }
 };
 
@@ -1317,6 +1390,7 @@ void check_all(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s
   check_layernorm_column_sums<T>(r, rng, s, N, 1280);  // bf16 wide rows (fp32 from 768)
   // Beyond a third slice of shared memory on an H100/H200 (227 KiB): dx read again.
   check_layernorm_column_sums<T>(r, rng, s, N, 2560);
+  check_layernorm_other_kernels<T>(r, rng, s);
   check_deferred_sums<T>(r, rng, s);
   // dx into another buffer: both kernels (bf16 staged at 192 and 768, wide rows at 2560, dx
   // read again for its column sums there; fp32 staged at 192, wide from 768).
