@@ -268,8 +268,8 @@ struct SharedWeights {
   }
 };
 
-// w as kLean keeps it: the lane's packs as raw words in registers (loaded once,
-// widened where used: the same fp32 values).
+// w as kLean keeps it: the lane's packs as raw words in registers (loaded once, widened where
+// used: the same fp32 values).
 template <typename T, int P>
 struct RegisterWeights {
   uint4 w[P];
@@ -477,8 +477,8 @@ __global__ void __launch_bounds__(kW * 32, 1)
 #pragma unroll
     for (int e = 0; e < S::kE; ++e) acc[p][e] = 0.0f;
   }
-  // kStaged: w staged for the block; the others: the lane's packs, loaded while the first rows
-  // are on their way.
+  // kStaged: w staged for the block; kLean: the lane's packs, loaded while the first rows are
+  // on their way.
   std::conditional_t<kShared, SharedWeights, RegisterWeights<T, P>> wt = [&] {
     if constexpr (kShared) {
       __syncthreads();  // w staged
