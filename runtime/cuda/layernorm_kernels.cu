@@ -178,14 +178,11 @@ struct StagedShape {
   // A slot in 16-byte units: the lane's packs of dy, x and the old dx [3][P][32 lanes], then
   // mean and rstd as each lane copied them, [2][32] floats.
   static constexpr int kSlot4 = 3 * P * 32 + 2 * 32 / 4;
-  // Shared memory: a head (kStaged: w as fp32 [P][kH][32 lanes] float4; kBulk: the slots'
-  // barriers [kW][kS]; kLean: none), then the rings [kW][kS] slots; at the end the warps' sums
-  // [kW][part][kE / 4][32] float4 (a lane's 4 adjacent sums as one float4, a warp's 32 of them
-  // consecutive: no bank conflict) take the rings' place. A slot's dy, x and old dx are each
-  // the row's packs in column order (pack q = lane + 32 i at q): one bulk copy each.
-  static constexpr int kHead4 = K == LayerNormBackwardKernel::kStaged ? P * kH * 32
-                                : K == LayerNormBackwardKernel::kBulk ? (kW * kS * 8 + 15) / 16
-                                                                      : 0;
+  // Shared memory: a head (kStaged: w as fp32 [P][kH][32 lanes] float4; kLean: none), then
+  // the rings [kW][kS] slots; at the end the warps' sums [kW][part][kE / 4][32] float4 (a
+  // lane's 4 adjacent sums as one float4, a warp's 32 of them consecutive: no bank conflict)
+  // take the rings' place.
+  static constexpr int kHead4 = K == LayerNormBackwardKernel::kStaged ? P * kH * 32 : 0;
   static constexpr int kRing4 = kW * kS * kSlot4, kAcc4 = kW * kParts * (kE / 4) * 32;
   static constexpr size_t kSharedBytes =
       size_t(kHead4 + (kRing4 > kAcc4 ? kRing4 : kAcc4)) * sizeof(float4);
@@ -261,39 +258,6 @@ __device__ __forceinline__ void stage_row(uint4* slot, const RowSource<T>& s, in
   commit_async();
 }
 
-// kBulk's stage_row: lane 0 copies the row's dy, x (and old dx) into `slot` as bulk copies
-// counted on `bar`; each lane copies the statistics as stage_row does (a group a row, empty
-// from `end` on). The caller has made sure that no lane still reads the slot.
-template <typename T, int P>
-__device__ __forceinline__ void stage_row_bulk(uint4* slot, unsigned long long* bar,
-                                               const RowSource<T>& s, int row, int end, int lane) {
-  if (row < end) {
-    if (lane == 0) {
-      const unsigned bytes = unsigned(s.C) * sizeof(T);
-      const size_t at = size_t(row) * s.C;
-      fence_proxy_async_shared();  // the slot's earlier reads before the copies' writes
-      mbarrier_arrive_expect(bar, bytes * (s.accumulate ? 3 : 2));
-      copy_bulk_hinted(slot, s.dy + at, bytes, bar, s.policy);
-      copy_bulk_hinted(slot + P * 32, s.x + at, bytes, bar, s.policy);
-      if (s.accumulate) copy_bulk(slot + 2 * P * 32, s.dx + at, bytes, bar);
-    }
-    float* stats = reinterpret_cast<float*>(slot + 3 * P * 32);
-    copy_async4(stats + lane, s.mean + row);
-    copy_async4(stats + 32 + lane, s.rstd + row);
-  }
-  commit_async();
-}
-
-// kBulk's barriers, a slot's each (a phase: lane 0's arrival and its copies' bytes), made
-// visible to the warp's lanes.
-__device__ __forceinline__ void init_slot_barriers(unsigned long long* bars, int slots, int lane) {
-  if (lane == 0) {
-    for (int k = 0; k < slots; ++k) mbarrier_init(bars + k, 1);
-    mbarrier_init_fence();
-  }
-  __syncwarp();
-}
-
 // w as kStaged reads it: the lane's fp32 groups of 4 from shared memory.
 struct SharedWeights {
   const float4* w4;
@@ -304,8 +268,8 @@ struct SharedWeights {
   }
 };
 
-// w as kLean and kBulk keep it: the lane's packs as raw words in registers (loaded once,
-// widened where used: the same fp32 values).
+// w as kLean keeps it: the lane's packs as raw words in registers (loaded once, widened where
+// used: the same fp32 values).
 template <typename T, int P>
 struct RegisterWeights {
   uint4 w[P];
@@ -441,7 +405,7 @@ __device__ void stage_weights(float4* w4, const T* w, int C) {
 // The warps' column sums added in warp order: the block's row of partials, in column order
 // (column c = q kN + k of a part is element e = (q / 32) kN + k of lane q % 32). acc4 may be
 // the rings' shared memory: the caller has waited for every warp to be done with it. kGroups:
-// a thread adds 4 columns at a time, a float4 slot of every warp (kLean, kBulk), else one
+// a thread adds 4 columns at a time, a float4 slot of every warp (kLean), else one
 // column (kStaged); each column's sum the same, from 0 in warp order.
 template <typename T, int P, bool kSum, int kW, bool kGroups>
 __device__ void write_lane_partials(float* partials, float4* acc4, int C,
@@ -485,7 +449,7 @@ __device__ void write_lane_partials(float* partials, float4* acc4, int C,
   }
 }
 
-// The rows' walk of all three first passes (kStaged, kLean, kBulk: LayerNormBackwardKernel).
+// The rows' walk of both first passes (kStaged, kLean: LayerNormBackwardKernel).
 template <typename T, int P, bool kSum, int kW, int kS, LayerNormBackwardKernel K>
 __global__ void __launch_bounds__(kW * 32, 1)
     layernorm_backward_staged_kernel(T* dx, const T* dx_in, float* partials, const T* dy,
@@ -493,22 +457,15 @@ __global__ void __launch_bounds__(kW * 32, 1)
                                      int N, int C, bool accumulate) {
   using S = StagedShape<T, P, kSum, kW, kS, K>;
   constexpr bool kShared = K == LayerNormBackwardKernel::kStaged;
-  constexpr bool kBulk = K == LayerNormBackwardKernel::kBulk;
   extern __shared__ float4 shared4[];  // the head, the warps' rings, at the end their sums
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   uint4* ring = reinterpret_cast<uint4*>(shared4 + S::kHead4) + warp * kS * S::kSlot4;
-  unsigned long long* bars = reinterpret_cast<unsigned long long*>(shared4) + warp * kS;
   if constexpr (kShared) stage_weights<T, P>(shared4, w, C);
-  if constexpr (kBulk) init_slot_barriers(bars, kS, lane);
   const RowSource<T> src{dy, x, dx_in, mean, rstd, C, accumulate, evict_first_policy()};
   const int end = int(int64_t(blockIdx.x + 1) * N / gridDim.x);
   const int first = int(int64_t(blockIdx.x) * N / gridDim.x) + warp;
   auto stage = [&](int k, int row) {
-    if constexpr (kBulk) {
-      stage_row_bulk<T, P>(ring + (k % kS) * S::kSlot4, bars + k % kS, src, row, end, lane);
-    } else {
-      stage_row<T, P>(ring + (k % kS) * S::kSlot4, src, row, end, lane);
-    }
+    stage_row<T, P>(ring + (k % kS) * S::kSlot4, src, row, end, lane);
   };
   // Row first + k kW goes to slot k % kS. The copies of row k + kS - 1 start before row k is
   // waited for, into the slot that row k - 1 was read from (its values already used).
@@ -520,8 +477,8 @@ __global__ void __launch_bounds__(kW * 32, 1)
 #pragma unroll
     for (int e = 0; e < S::kE; ++e) acc[p][e] = 0.0f;
   }
-  // kStaged: w staged for the block; the others: the lane's packs, loaded while the first rows
-  // are on their way.
+  // kStaged: w staged for the block; kLean: the lane's packs, loaded while the first rows are
+  // on their way.
   std::conditional_t<kShared, SharedWeights, RegisterWeights<T, P>> wt = [&] {
     if constexpr (kShared) {
       __syncthreads();  // w staged
@@ -532,10 +489,8 @@ __global__ void __launch_bounds__(kW * 32, 1)
   }();
   int k = 0;
   for (int row = first; row < end; row += kW, ++k) {
-    if constexpr (kBulk) __syncwarp();  // every lane done reading row k - 1's slot
     stage(k + kS - 1, row + (kS - 1) * kW);
     wait_async(kS - 1);  // row k's group has landed
-    if constexpr (kBulk) mbarrier_wait(bars + k % kS, unsigned(k / kS) & 1u);
     RowLoads<T, P> b;
     read_slot<T, P>(b, ring + (k % kS) * S::kSlot4, C, lane, accumulate);
     backward_row<T, P, kSum, !kShared>(b, dx + size_t(row) * C, wt, C, lane, accumulate, acc);
@@ -624,8 +579,8 @@ auto with_lane_packs(int packs, F&& f) {
 template <typename T>
 void launch_layernorm_forward(const ForwardArgs<T>& a, cudaStream_t stream) {
   if (a.ld_out < a.C || a.ld_out % Pack<T>::kN != 0) {
-    throw std::invalid_argument("layernorm_forward: output row stride " +
-                                std::to_string(a.ld_out) + " for rows of " + std::to_string(a.C) +
+    throw std::invalid_argument("layernorm_forward: output row stride " + std::to_string(a.ld_out) +
+                                " for rows of " + std::to_string(a.C) +
                                 ": it must be >= the row and whole 16-byte packs");
   }
   const int lane_packs = (a.C / Pack<T>::kN + 31) / 32;
@@ -686,20 +641,9 @@ auto with_backward_kernel(LayerNormBackwardKernel k, F&& f) {
   switch (k) {
     case K::kLean:
       return f(std::integral_constant<K, K::kLean>{});
-    case K::kBulk:
-      return f(std::integral_constant<K, K::kBulk>{});
     default:
       return f(std::integral_constant<K, K::kStaged>{});
   }
-}
-
-// kBulk's copies need 16-byte aligned rows; where they are not, kLean (the same bits) runs.
-template <typename T>
-LayerNormBackwardKernel usable_kernel(LayerNormBackwardKernel k, const T* dx_in, const T* dy,
-                                      const T* x) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool ok = aligned(dx_in) && aligned(dy) && aligned(x);
-  return k == LayerNormBackwardKernel::kBulk && !ok ? LayerNormBackwardKernel::kLean : k;
 }
 
 // The staged kernels' first pass (dx and a row of partials per block); returns its rows of
@@ -709,7 +653,7 @@ int launch_staged_backward(LayerNormBackwardKernel which, int lane_packs, T* dx,
                            float* partials, const T* dy, const T* x, const T* w, const float* mean,
                            const float* rstd, int N, int C, bool accumulate, cudaStream_t stream) {
   return with_lane_packs(lane_packs, [&](auto p) {
-    return with_backward_kernel(usable_kernel(which, dx_in, dy, x), [&](auto k) {
+    return with_backward_kernel(which, [&](auto k) {
       return launch_staged_shape<T, decltype(p)::value, kSum, decltype(k)::value>(
           dx, dx_in, partials, dy, x, w, mean, rstd, N, C, accumulate, stream);
     });

@@ -326,14 +326,7 @@ void check_layernorm(Report& r, std::mt19937_64& rng, cudaStream_t s) {
 // A first pass's name in a check's line: none for the engine's (the lines as before).
 std::string kernel_name(cuda::LayerNormBackwardKernel k) {
   if (k == cuda::kLayerNormBackwardKernel) return "";
-  switch (k) {
-    case cuda::LayerNormBackwardKernel::kStaged:
-      return " (staged)";
-    case cuda::LayerNormBackwardKernel::kLean:
-      return " (lean)";
-    default:
-      return " (bulk)";
-  }
+  return k == cuda::LayerNormBackwardKernel::kStaged ? " (staged)" : " (lean)";
 }
 
 // layernorm_backward reading the dx it adds to from another buffer (dx_in; the engine's
@@ -444,11 +437,12 @@ void check_layernorm_column_sums(
   r.same_bits(t + " backward dw with column sums, twice", dw.download(), dw1);
 }
 
-// Every first pass (LayerNormBackwardKernel) on the same inputs, dx added to and the column
-// sums: dx, dw, db and dx's sums bit for bit the staged one's.
+// Both first passes (LayerNormBackwardKernel) on the same inputs, dx added to and the column
+// sums: lean's dx, dw, db and dx's sums within the float64 checks' tolerances of staged's (not
+// its bits: each rounds in its own order; each is held to float64 and its own bits elsewhere).
 template <typename T>
-void check_layernorm_kernels_same_bits(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows,
-                                       int C) {
+void check_layernorm_kernels_agree(Report& r, std::mt19937_64& rng, cudaStream_t s, int rows,
+                                   int C) {
   using K = cuda::LayerNormBackwardKernel;
   const size_t n = size_t(rows) * C;
   DevArray<T> x(n), w(C), dy(n), dx(n);
@@ -458,7 +452,7 @@ void check_layernorm_kernels_same_bits(Report& r, std::mt19937_64& rng, cudaStre
   w.upload(random_vec(rng, C));
   dy.upload(random_vec(rng, n));
   mean.upload(random_vec(rng, rows));
-  rstd.upload(random_vec(rng, rows, 2.0f));  // any values: only the bits are compared
+  rstd.upload(random_vec(rng, rows, 2.0f));  // any values: only the two passes are compared
   const auto old = random_vec(rng, n);
   auto run = [&](K k) {
     dx.upload(old);
@@ -469,22 +463,18 @@ void check_layernorm_kernels_same_bits(Report& r, std::mt19937_64& rng, cudaStre
                                 nullptr, k);
     return std::make_pair(dx.download(), sums.download());
   };
-  const auto staged = run(K::kStaged);
-  for (K k : {K::kLean, K::kBulk}) {
-    const auto got = run(k);
-    const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " rows " +
-                          std::to_string(rows) + " layernorm" + kernel_name(k) + " first pass";
-    r.same_bits(t + ": dx as staged", got.first, staged.first);
-    r.same_bits(t + ": dw, db, dx sums as staged", got.second, staged.second);
-  }
+  const auto staged = run(K::kStaged), lean = run(K::kLean);
+  const std::string t = std::string(type_name<T>()) + " C=" + std::to_string(C) + " rows " +
+                        std::to_string(rows) + " layernorm first pass, lean vs staged";
+  r.check(t + ": dx", lean.first, staged.first, tol<T>());
+  r.check(t + ": dw, db, dx sums", lean.second, staged.second, 1e-5);
 }
 
-// The first passes the engine does not run (it runs kLayerNormBackwardKernel's): against
-// float64, twice, into another buffer, and bit for bit the staged one's.
+// The first pass the engine does not run (it runs kLayerNormBackwardKernel's): against float64,
+// twice, into another buffer; then lean against staged.
 template <typename T>
 void check_layernorm_other_kernels(Report& r, std::mt19937_64& rng, cudaStream_t s) {
-  for (auto k : {cuda::LayerNormBackwardKernel::kStaged, cuda::LayerNormBackwardKernel::kLean,
-                 cuda::LayerNormBackwardKernel::kBulk}) {
+  for (auto k : {cuda::LayerNormBackwardKernel::kStaged, cuda::LayerNormBackwardKernel::kLean}) {
     if (k == cuda::kLayerNormBackwardKernel) continue;
     check_layernorm_column_sums<T>(r, rng, s, N, C, k);
     check_layernorm_column_sums<T>(r, rng, s, 2 * 3168 + 37, 768, k);
@@ -492,8 +482,8 @@ void check_layernorm_other_kernels(Report& r, std::mt19937_64& rng, cudaStream_t
     check_layernorm_column_sums<T>(r, rng, s, N, 2560, k);
     check_layernorm_separate_output<T>(r, rng, s, 2 * 3168 + 37, 768, k);
   }
-  for (int c : {C, 512, 768}) check_layernorm_kernels_same_bits<T>(r, rng, s, 2 * 3168 + 37, c);
-  check_layernorm_kernels_same_bits<T>(r, rng, s, 37, C);  // 4 blocks: warps without a row
+  for (int c : {C, 512, 768}) check_layernorm_kernels_agree<T>(r, rng, s, 2 * 3168 + 37, c);
+  check_layernorm_kernels_agree<T>(r, rng, s, 37, C);  // 4 blocks: warps without a row
 }
 
 // One layernorm_backward of check_deferred_sums: its own inputs and partials, and two sets of
@@ -1166,7 +1156,8 @@ void check_norm_clip_fused(Report& r, std::mt19937_64& rng, cudaStream_t s) {
       cuda::grad_sumsq_ranges_clip(sumsq.ptr(), scale.ptr(), clip, ticket.ptr(), slots.ptr(),
                                    g.ptr(), rg, tiles, done.ptr(), n_done, st);
     };
-    r.check(t + " vs float64", {three[0]}, {ref}, 1e-6);
+    // 2e-5: grad_sumsq_ranges sums a thread's tiles and a block in float (~5e-6 at 11.5M values).
+    r.check(t + " vs float64", {three[0]}, {ref}, 2e-5);
     r.same_bits(t + " = 3 launches", run(fused, false), three);
     r.same_bits(t + " = 3 launches, again", run(fused, false), three);
     r.same_bits(t + " = 3 launches, graph", run(fused, true), three);
