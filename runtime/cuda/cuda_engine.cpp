@@ -301,11 +301,10 @@ class CudaEngine final : public Engine {
   int split_sumsq_layer_slots() const;
   double* split_sumsq(int l, bool fc) const;
   std::vector<std::pair<size_t, size_t>> norm_rest_parts() const;
-  // The sum of squares of all the gradients into norm_acc_: its own pass over the parts the
-  // splits did not write where their slots hold the final gradients, else over all of them.
-  // With kFusedNormClip (where the splits hold their share), also the clip factor into
-  // clip_scale_, in the same launch: then true, and false when clip_factor_on_device is due.
-  bool queue_grad_sumsq(float clip);
+  // The sum of squares of all the gradients into norm_acc_ and the clip factor it gives into
+  // clip_scale_: its own pass over the parts the splits did not write where their slots hold the
+  // final gradients (one launch with kFusedNormClip), else over all of them.
+  void queue_grad_norm_and_clip(float clip);
   // The ones columns of every layer's ln1 and ln2, once, after the memory is bound.
   void set_ones_columns();
   // A phase of the micro-step (StepKey::phase): forward with the loss head, then backward.
@@ -1325,23 +1324,23 @@ std::vector<std::pair<size_t, size_t>> CudaEngine<T>::norm_rest_parts() const {
 }
 
 template <typename T>
-bool CudaEngine<T>::queue_grad_sumsq(float clip) {
+void CudaEngine<T>::queue_grad_norm_and_clip(float clip) {
   if (norm_from_splits_ && splits_hold_norm_) {
     const size_t tiles = norm_range_table_.back().first_tile;
     const size_t split_slots = size_t(L_) * split_sumsq_layer_slots();
     if (kFusedNormClip) {
       grad_sumsq_ranges_clip(norm_acc_, clip_scale_, clip, norm_ticket_, norm_slots_, grads_,
                              norm_ranges_, tiles, split_sumsq_, split_slots, stream_);
-      return true;
+      return;
     }
     grad_sumsq_ranges(norm_slots_, grads_, norm_ranges_, tiles, split_sumsq_, split_slots, stream_);
     sum_slots(norm_acc_, norm_slots_, grad_sumsq_ranges_slots(tiles, split_slots), stream_);
-    return false;
+  } else {
+    const size_t blocks = grad_sumsq_full_blocks();
+    grad_sumsq_slice(norm_slots_, grads_, padded_, blocks, stream_);
+    sum_slots(norm_acc_, norm_slots_, grad_sumsq_slots(padded_, blocks), stream_);
   }
-  const size_t blocks = grad_sumsq_full_blocks();
-  grad_sumsq_slice(norm_slots_, grads_, padded_, blocks, stream_);
-  sum_slots(norm_acc_, norm_slots_, grad_sumsq_slots(padded_, blocks), stream_);
-  return false;
+  clip_factor_on_device(clip_scale_, norm_acc_, clip, stream_);
 }
 
 template <typename T>
@@ -1484,12 +1483,11 @@ float CudaEngine<T>::optimizer_step(const AdamWParams& hp, float lr) {
   // norm, so the next step's launches overlap the update. The sum runs here, after the backward:
   // by buckets beside it, on a second stream, it made the step 0.24 ms slower (bench/NOTES.md).
   settle_zero_grad();
-  const bool clipped = queue_grad_sumsq(hp.clip);
+  queue_grad_norm_and_clip(hp.clip);
   double* h =
       reinterpret_cast<double*>(host_scalars_.as<char>() + size_t(Bmax_) * Tmax_ * sizeof(float));
   // norm_acc_ is written next by the next step's sum, queued after the wait below.
   copy_to_host(h, norm_acc_, sizeof(double), norm_ready_);
-  if (!clipped) clip_factor_on_device(clip_scale_, norm_acc_, hp.clip, stream_);
   ++adam_step_;
   AdamWStep s;
   s.lr = lr;
