@@ -2,7 +2,7 @@
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
 #                                        gemm sdpa gemmsurvey adamw timeline lnbench cebench
-#                                        headbench cutlass
+#                                        headbench cutlass sdpatorch
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -28,7 +28,8 @@ keep() {
     sdpa-plans-torch-cudnn.log gemm-survey.json gemm-survey.log adamw.json adamw.log \
     step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log \
     cross-entropy-bench.json cross-entropy-bench.log cutlass-gelu.json cutlass.log \
-    head-weight-grad.json head-weight-grad.log; do
+    head-weight-grad.json head-weight-grad.log sdpa-torch-backends.json \
+    sdpa-torch-backends.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -345,6 +346,19 @@ PY
   [ -s "$W/sdpa-plans-torch-cudnn.json" ] && stamp_result sdpa-plans-torch-cudnn.json
 }
 if has sdpa; then stage_sdpa; fi
+
+# PyTorch's own attention kernels at the same shape (bench/sdpa_torch_backends.py): forward and
+# backward time per backend and whether the backward repeats its bits; the bar an own
+# deterministic backward must clear. The table to sdpa-torch-backends.log, JSON beside it.
+stage_sdpatorch() {
+  log "sdpatorch: PyTorch SDPA backends (B=16 T=1024 H=12 hd=64, causal bf16)"
+  rm -f "$W/sdpa-torch-backends.json"
+  timeout 120 python3 bench/sdpa_torch_backends.py --json "$W/sdpa-torch-backends.json" 2>&1 \
+    | tee "$W/sdpa-torch-backends.log"
+  [ -s "$W/sdpa-torch-backends.json" ] && stamp_result sdpa-torch-backends.json
+  return 0
+}
+if has sdpatorch; then stage_sdpatorch; fi
 
 # Every cuBLASLt product of one training step with the heuristic's candidates and configurations
 # enumerated from each algorithm's capabilities, 128 per product (issue 12,
