@@ -361,9 +361,37 @@ int run_bench(const Options& o) {
   return 0;
 }
 
+// The integer field an option sets; null when it takes no integer (--seq sets two fields).
+int* int_field(const std::string& a, Options& o) {
+  GptConfig& c = o.model;
+  return a == "--layers"   ? &c.layers
+         : a == "--dim"    ? &c.dim
+         : a == "--heads"  ? &c.heads
+         : a == "--vocab"  ? &c.vocab
+         : a == "--batch"  ? &o.batch
+         : a == "--repeat" ? &o.repeat
+         : a == "--steps"  ? &o.steps
+                           : nullptr;
+}
+
+std::string* string_field(const std::string& a, Options& o) {
+  return a == "--dir"         ? &o.dir
+         : a == "--mode"      ? &o.mode
+         : a == "--json"      ? &o.json
+         : a == "--device"    ? &o.device
+         : a == "--precision" ? &o.precision
+                              : nullptr;
+}
+
+bool options_valid(const Options& o) {
+  const bool known_mode =
+      o.mode == "bench" || o.mode == "pattern" || o.mode == "load" || o.mode == "shards";
+  return !o.dir.empty() && known_mode && o.repeat >= 1;
+}
+
 // Fills `o` from the command line; an exit code when the run ends here (--help, a bad argument).
 std::optional<int> parse(int argc, char** argv, Options& o) {
-  GptConfig& c = o.model;
+  GptConfig& c = o.model;  // GPT-2 small unless the options say otherwise
   c.vocab = 50257;
   c.max_seq = 1024;
   c.layers = 12;
@@ -382,40 +410,18 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       std::printf("%s", kUsage);
       return 0;
     }
-    if (a == "--dir")
-      o.dir = next();
-    else if (a == "--layers")
-      c.layers = std::stoi(next());
-    else if (a == "--dim")
-      c.dim = std::stoi(next());
-    else if (a == "--heads")
-      c.heads = std::stoi(next());
-    else if (a == "--vocab")
-      c.vocab = std::stoi(next());
-    else if (a == "--seq")
+    if (int* field = int_field(a, o)) {
+      *field = std::stoi(next());
+    } else if (std::string* text = string_field(a, o)) {
+      *text = next();
+    } else if (a == "--seq") {
       c.max_seq = o.seq = std::stoi(next());
-    else if (a == "--batch")
-      o.batch = std::stoi(next());
-    else if (a == "--repeat")
-      o.repeat = std::stoi(next());
-    else if (a == "--steps")
-      o.steps = std::stoi(next());
-    else if (a == "--mode")
-      o.mode = next();
-    else if (a == "--json")
-      o.json = next();
-    else if (a == "--device")
-      o.device = next();
-    else if (a == "--precision")
-      o.precision = next();
-    else {
+    } else {
       std::fprintf(stderr, "checkpoint_bench: unknown argument %s\n", a.c_str());
       return 2;
     }
   }
-  if (o.dir.empty() ||
-      (o.mode != "bench" && o.mode != "pattern" && o.mode != "load" && o.mode != "shards") ||
-      o.repeat < 1) {
+  if (!options_valid(o)) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
   }

@@ -444,46 +444,72 @@ void add_candidates(Context& c, std::vector<Variant>& out, const std::string& la
   }
 }
 
-// Backward into the fc layer: today's DGELU epilogue (+ the bias kernel), DGELU_BGRAD, a plain
-// product followed by the fused dgelu + column-sum kernel, each piece alone, then every
-// candidate the heuristic offers for each epilogue. Pieces read what the variant before wrote.
-std::vector<Variant> backward_variants(Context& c) {
+// What the backward variants write: dx alone, dx with an fp32 or bf16 bias gradient, or the
+// plain product dp alone.
+struct BackwardShapes {
+  Span sdx, sdp, sdb;
+  Variant only_dx, dx_db, dx_db16, only_dp;
+};
+
+BackwardShapes backward_shapes(Mlp& d) {
+  bf16 *dx = d.dx.as<bf16>(), *dp = d.dp.as<bf16>();
+  float* db = d.db.as<float>();
+  const Span sdx{dx, d.act_bytes()}, sdp{dp, d.act_bytes()}, sdb{db, d.H * sizeof(float)};
+  const Span sdb16{d.db16.as<void>(), d.H * sizeof(bf16)};
+  return {sdx,
+          sdp,
+          sdb,
+          shaped("backward", {sdx}, dx),
+          shaped("backward", {sdx, sdb}, dx, db),
+          shaped("backward", {sdx, sdb16}, dx, sdb16.ptr, CUDA_R_16BF),
+          shaped("backward", {sdp}, nullptr)};
+}
+
+// Every candidate the heuristic offers for each backward epilogue; the DGELU and plain
+// heuristic picks go to the named outputs.
+std::vector<Variant> backward_candidates(Context& c, const BackwardShapes& s, json& dgelu_pick,
+                                         json& plain_pick) {
+  Mlp& d = c.d;
+  bf16 *dx = d.dx.as<bf16>(), *dp = d.dp.as<bf16>();
+  const bf16 *dy = d.dy.as<bf16>(), *w = d.w_proj.as<bf16>(), *pre = d.pre.as<bf16>();
+  std::vector<Variant> cands;
+  LtSpec dgelu = backward_spec(d, CUBLASLT_EPILOGUE_DGELU);
+  dgelu.aux = pre;
+  add_candidates(c, cands, "DGELU", dgelu, w, dy, dx, s.only_dx, &dgelu_pick);
+  LtSpec bgrad = backward_spec(d, CUBLASLT_EPILOGUE_DGELU_BGRAD);
+  bgrad.aux = pre, bgrad.bias = d.db.as<float>(), bgrad.bias_type = CUDA_R_32F;
+  add_candidates(c, cands, "DGELU_BGRAD, fp32 bias gradient", bgrad, w, dy, dx, s.dx_db);
+  bgrad.bias = d.db16.as<void>(), bgrad.bias_type = -1;
+  add_candidates(c, cands, "DGELU_BGRAD, bf16 bias gradient", bgrad, w, dy, dx, s.dx_db16);
+  add_candidates(c, cands, "plain (no epilogue)", backward_spec(d, CUBLASLT_EPILOGUE_DEFAULT), w,
+                 dy, dp, s.only_dp, &plain_pick);
+  return cands;
+}
+
+// The hand-made backward pieces: today's DGELU product, the bias_grad kernel, the plain
+// product, and the fused dgelu + column-sum kernel with its second pass.
+struct BackwardRuns {
+  Run today, bias, plain, dgelu_sums;
+};
+
+BackwardRuns backward_runs(Context& c) {
   Mlp& d = c.d;
   bf16 *dx = d.dx.as<bf16>(), *dp = d.dp.as<bf16>();
   const bf16 *dy = d.dy.as<bf16>(), *w = d.w_proj.as<bf16>(), *pre = d.pre.as<bf16>();
   float *db = d.db.as<float>(), *part = d.partials.as<float>();
   const int N = d.N, C = d.C, H = d.H, chunks = railyard::bench::dgelu_colsum_chunks(N);
-  const Span sdx{dx, d.act_bytes()}, sdp{dp, d.act_bytes()}, sdb{db, H * sizeof(float)};
-  const Span sdb16{d.db16.as<void>(), H * sizeof(bf16)};
-  const Variant only_dx = shaped("backward", {sdx}, dx);
-  const Variant dx_db = shaped("backward", {sdx, sdb}, dx, db);
-  const Variant dx_db16 = shaped("backward", {sdx, sdb16}, dx, sdb16.ptr, CUDA_R_16BF);
-  const Variant only_dp = shaped("backward", {sdp}, nullptr);
-
-  std::vector<Variant> cands;
-  json dgelu_pick, plain_pick;
-  LtSpec dgelu = backward_spec(d, CUBLASLT_EPILOGUE_DGELU);
-  dgelu.aux = pre;
-  add_candidates(c, cands, "DGELU", dgelu, w, dy, dx, only_dx, &dgelu_pick);
-  LtSpec bgrad = backward_spec(d, CUBLASLT_EPILOGUE_DGELU_BGRAD);
-  bgrad.aux = pre, bgrad.bias = db, bgrad.bias_type = CUDA_R_32F;
-  add_candidates(c, cands, "DGELU_BGRAD, fp32 bias gradient", bgrad, w, dy, dx, dx_db);
-  bgrad.bias = d.db16.as<void>(), bgrad.bias_type = -1;
-  add_candidates(c, cands, "DGELU_BGRAD, bf16 bias gradient", bgrad, w, dy, dx, dx_db16);
-  add_candidates(c, cands, "plain (no epilogue)", backward_spec(d, CUBLASLT_EPILOGUE_DEFAULT), w,
-                 dy, dp, only_dp, &plain_pick);
-
   Matmul* mm = &c.mm;
-  auto today = [mm, dx, dy, w, pre, N, C, H](cudaStream_t s) {
+  BackwardRuns r;
+  r.today = [mm, dx, dy, w, pre, N, C, H](cudaStream_t s) {
     mm->linear_backward_input(dx, dy, w, N, H, C, CUDA_R_16BF, false, s, pre);
   };
-  auto bias = [db, part, dx, N, H](cudaStream_t s) {
+  r.bias = [db, part, dx, N, H](cudaStream_t s) {
     railyard::cuda::bias_grad(db, part, dx, N, H, false, s);
   };
-  auto plain = [mm, dp, dy, w, N, C, H](cudaStream_t s) {
+  r.plain = [mm, dp, dy, w, N, C, H](cudaStream_t s) {
     mm->linear_backward_input(dp, dy, w, N, H, C, CUDA_R_16BF, false, s);
   };
-  auto dgelu_sums = [dx, db, part, dp, pre, N, H, chunks](cudaStream_t s) {
+  r.dgelu_sums = [dx, db, part, dp, pre, N, H, chunks](cudaStream_t s) {
     railyard::bench::dgelu_colsum(dx, part, dp, pre, N, H, s);
     railyard::cuda::ColumnSums sums;
     sums.partials = part;
@@ -492,24 +518,35 @@ std::vector<Variant> backward_variants(Context& c) {
     sums.out[0] = db;
     railyard::cuda::sum_partial_columns(sums, s);
   };
+  return r;
+}
+
+// Backward into the fc layer: today's DGELU epilogue (+ the bias kernel), DGELU_BGRAD, a plain
+// product followed by the fused dgelu + column-sum kernel, each piece alone, then every
+// candidate the heuristic offers for each epilogue. Pieces read what the variant before wrote.
+std::vector<Variant> backward_variants(Context& c) {
+  const BackwardShapes s = backward_shapes(c.d);
+  json dgelu_pick, plain_pick;
+  const std::vector<Variant> cands = backward_candidates(c, s, dgelu_pick, plain_pick);
+  const BackwardRuns r = backward_runs(c);
   std::vector<Variant> v;
   auto add = [&v](const Variant& shape, std::string name, json algo, Run run) {
     append(v, shape, std::move(name), std::move(algo), std::move(run));
   };
-  add(only_dx, "today: DGELU epilogue (Matmul)", dgelu_pick, today);
-  add(dx_db, "today: DGELU epilogue + bias_grad kernel", nullptr, [=](cudaStream_t s) {
-    today(s);
-    bias(s);
+  add(s.only_dx, "today: DGELU epilogue (Matmul)", dgelu_pick, r.today);
+  add(s.dx_db, "today: DGELU epilogue + bias_grad kernel", nullptr, [r](cudaStream_t st) {
+    r.today(st);
+    r.bias(st);
   });
-  add(shaped("backward", {sdb}, nullptr, db), "bias_grad kernel alone", nullptr, bias);
-  add(only_dp, "plain product (Matmul)", plain_pick, plain);
-  add(dx_db, "dgelu + column sums kernel + second pass alone", nullptr, dgelu_sums);
-  Variant split = dx_db;
-  split.outputs.push_back(sdp);
+  add(shaped("backward", {s.sdb}, nullptr, s.sdb.ptr), "bias_grad kernel alone", nullptr, r.bias);
+  add(s.only_dp, "plain product (Matmul)", plain_pick, r.plain);
+  add(s.dx_db, "dgelu + column sums kernel + second pass alone", nullptr, r.dgelu_sums);
+  Variant split = s.dx_db;
+  split.outputs.push_back(s.sdp);
   add(split, "plain product + dgelu/column sums kernel + second pass", nullptr,
-      [=](cudaStream_t s) {
-        plain(s);
-        dgelu_sums(s);
+      [r](cudaStream_t st) {
+        r.plain(st);
+        r.dgelu_sums(st);
       });
   v.insert(v.end(), cands.begin(), cands.end());
   return v;

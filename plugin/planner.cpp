@@ -148,61 +148,78 @@ std::int64_t square(std::int64_t x) {
   return x * x;
 }
 
+// The side with more members (rows) is split into slots of the other (targets): with more tasks
+// than GPUs each GPU serves a fixed number of tasks; with more GPUs each task owns a fixed share.
+struct Slots {
+  bool many_tasks = false;
+  size_t n_gpus = 0;
+  size_t rows = 0;
+  size_t targets = 0;
+  std::vector<int> slot_target;  // per slot, the target it belongs to
+
+  // The by-rank answer: round-robin tasks over GPUs, or contiguous GPU shares per task.
+  int rank_target(size_t row) const {
+    return many_tasks ? static_cast<int>(row % n_gpus) : slot_target[row];
+  }
+};
+
+Slots make_slots(size_t n_tasks, size_t n_gpus) {
+  Slots slots;
+  slots.many_tasks = n_tasks >= n_gpus;
+  slots.n_gpus = n_gpus;
+  slots.rows = slots.many_tasks ? n_tasks : n_gpus;
+  slots.targets = slots.many_tasks ? n_gpus : n_tasks;
+  for (size_t k = 0; k < slots.targets; ++k) {
+    const size_t share = slots.rows / slots.targets + (k < slots.rows % slots.targets ? 1 : 0);
+    slots.slot_target.insert(slots.slot_target.end(), share, static_cast<int>(k));
+  }
+  return slots;
+}
+
+// Per row, the target nearest by shared cpus (computed once per task and GPU: the cost matrix
+// repeats them for every slot), ties kept in rank order by the squared distance from the
+// by-rank target; its largest possible total stays below one cpu of overlap.
+std::vector<int> closest_targets(const Slots& slots, const std::vector<StepGpu>& gpus,
+                                 const std::vector<CpuSet>& allowed) {
+  std::vector<std::vector<std::int64_t>> shared(allowed.size(),
+                                                std::vector<std::int64_t>(gpus.size()));
+  for (size_t t = 0; t < allowed.size(); ++t) {
+    for (size_t g = 0; g < gpus.size(); ++g) shared[t][g] = (allowed[t] & gpus[g].local).count();
+  }
+  auto overlap = [&](size_t row, int target) {
+    return slots.many_tasks ? shared[row][target] : shared[target][row];
+  };
+  const size_t rows = slots.rows;
+  const std::int64_t n = static_cast<std::int64_t>(std::max(rows, slots.targets));
+  const std::int64_t weight = static_cast<std::int64_t>(rows) * n * n + 1;
+  std::vector<std::vector<std::int64_t>> cost(rows, std::vector<std::int64_t>(rows));
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t s = 0; s < rows; ++s) {
+      const int t = slots.slot_target[s];
+      cost[r][s] = -overlap(r, t) * weight + square(t - slots.rank_target(r));
+    }
+  }
+  const std::vector<int> slot_of = min_cost_assignment(cost);
+  std::vector<int> target_of(rows);
+  for (size_t r = 0; r < rows; ++r) target_of[r] = slots.slot_target[slot_of[r]];
+  return target_of;
+}
+
 // Per task, the step GPUs (indices into `gpus`, ascending) it drives.
 std::vector<std::vector<int>> assign_gpus(const std::vector<StepGpu>& gpus,
                                           const std::vector<CpuSet>& allowed, GpuChoice choice) {
-  const size_t n_tasks = allowed.size();
-  const size_t n_gpus = gpus.size();
-  std::vector<std::vector<int>> of_task(n_tasks);
-  if (n_gpus == 0) return of_task;
-
-  const bool many_tasks = n_tasks >= n_gpus;
-  // The side with more members is split into slots of the other: with more tasks than GPUs
-  // each GPU serves a fixed number of tasks; with more GPUs each task owns a fixed share.
-  const size_t rows = many_tasks ? n_tasks : n_gpus;
-  const size_t targets = many_tasks ? n_gpus : n_tasks;
-  std::vector<int> slot_target;
-  for (size_t k = 0; k < targets; ++k) {
-    const size_t share = rows / targets + (k < rows % targets ? 1 : 0);
-    slot_target.insert(slot_target.end(), share, static_cast<int>(k));
-  }
-  // The by-rank answer: round-robin tasks over GPUs, or contiguous GPU shares per task.
-  auto rank_target = [&](size_t row) -> int {
-    return many_tasks ? static_cast<int>(row % n_gpus) : slot_target[row];
-  };
-  // Cpus each task shares with each GPU's NUMA node, computed once: the cost matrix repeats
-  // them for every slot.
-  std::vector<std::vector<std::int64_t>> shared(n_tasks, std::vector<std::int64_t>(n_gpus));
-  if (choice == GpuChoice::kClosest && targets > 1) {
-    for (size_t t = 0; t < n_tasks; ++t) {
-      for (size_t g = 0; g < n_gpus; ++g) shared[t][g] = (allowed[t] & gpus[g].local).count();
-    }
-  }
-  auto overlap = [&](size_t row, int target) {
-    return many_tasks ? shared[row][target] : shared[target][row];
-  };
-
-  std::vector<int> target_of(rows);
+  std::vector<std::vector<int>> of_task(allowed.size());
+  if (gpus.empty()) return of_task;
+  const Slots slots = make_slots(allowed.size(), gpus.size());
+  std::vector<int> target_of(slots.rows);
   // With one GPU, or one task, there is nothing to choose.
-  if (choice == GpuChoice::kRank || targets == 1 || rows > kMaxAssignment) {
-    for (size_t r = 0; r < rows; ++r) target_of[r] = rank_target(r);
+  if (choice == GpuChoice::kRank || slots.targets == 1 || slots.rows > kMaxAssignment) {
+    for (size_t r = 0; r < slots.rows; ++r) target_of[r] = slots.rank_target(r);
   } else {
-    // Squared distance from the by-rank target keeps equally near choices in rank order; its
-    // largest possible total stays below one cpu of overlap.
-    const std::int64_t n = static_cast<std::int64_t>(std::max(rows, targets));
-    const std::int64_t weight = static_cast<std::int64_t>(rows) * n * n + 1;
-    std::vector<std::vector<std::int64_t>> cost(rows, std::vector<std::int64_t>(rows));
-    for (size_t r = 0; r < rows; ++r) {
-      for (size_t s = 0; s < rows; ++s) {
-        const int t = slot_target[s];
-        cost[r][s] = -overlap(r, t) * weight + square(t - rank_target(r));
-      }
-    }
-    const std::vector<int> slot_of = min_cost_assignment(cost);
-    for (size_t r = 0; r < rows; ++r) target_of[r] = slot_target[slot_of[r]];
+    target_of = closest_targets(slots, gpus, allowed);
   }
-  for (size_t r = 0; r < rows; ++r) {
-    if (many_tasks) {
+  for (size_t r = 0; r < slots.rows; ++r) {
+    if (slots.many_tasks) {
       of_task[r].push_back(target_of[r]);
     } else {
       of_task[target_of[r]].push_back(static_cast<int>(r));

@@ -252,39 +252,40 @@ void set_affinity(const railyard::CpuSet& cpus) {
   }
 }
 
-int apply_task(spank_t sp) {
-  State& s = state();
-  if (s.step_failed) return kFail;  // user_init has said why
-  if (!s.active || !s.plan) return 0;
+// The task's index into the step's plan, from Slurm's local task id.
+size_t planned_task(spank_t sp, const railyard::StepPlan& plan) {
   const int task = item<int>(sp, S_TASK_ID, "the local task id");
-  if (task < 0 || static_cast<size_t>(task) >= s.plan->tasks.size()) {
+  if (task < 0 || static_cast<size_t>(task) >= plan.tasks.size()) {
     throw std::runtime_error("local task " + std::to_string(task) + " is not in the step's plan");
   }
-  railyard::TaskPlan applied = s.plan->tasks[task];
-  const railyard::Policy& policy = s.plan->policy;
+  return static_cast<size_t>(task);
+}
 
-  if (policy.cpu_bind && !applied.cpus.empty()) {
-    // Slurm's allocation is the outer bound: the planned cpus are narrowed to it, and when
-    // they lie wholly outside it the task keeps what Slurm gave it.
-    const railyard::CpuSet allowed = current_affinity();
-    const railyard::CpuSet wanted = railyard::CpuSet::parse(applied.cpus) & allowed;
-    if (!wanted.empty()) {
-      set_affinity(wanted);
-      applied.cpus = wanted.to_string();
-    } else {
-      applied.cpus = allowed.to_string();
-    }
-    if (applied.env.contains(railyard::contract_env::kCpus)) {
-      applied.env[railyard::contract_env::kCpus] = applied.cpus;
-    }
+// Slurm's allocation is the outer bound: the planned cpus are narrowed to it, and when they lie
+// wholly outside it the task keeps what Slurm gave it. `applied` then names the cpus it got.
+void bind_cpus(railyard::TaskPlan& applied) {
+  const railyard::CpuSet allowed = current_affinity();
+  const railyard::CpuSet wanted = railyard::CpuSet::parse(applied.cpus) & allowed;
+  if (!wanted.empty()) {
+    set_affinity(wanted);
+    applied.cpus = wanted.to_string();
+  } else {
+    applied.cpus = allowed.to_string();
   }
+  if (applied.env.contains(railyard::contract_env::kCpus)) {
+    applied.env[railyard::contract_env::kCpus] = applied.cpus;
+  }
+}
 
+// Sets the task's variables; one the job already sets is kept unless the plugin owns it or the
+// policy forces it. Returns the kept names, comma-separated.
+std::string set_task_env(spank_t sp, const railyard::TaskPlan& applied, bool force) {
   std::string kept;
   for (const auto& [name, value] : applied.env) {
     if (!railyard::safe_env_name(name) || !railyard::safe_env_value(value)) {
       throw std::runtime_error("refusing to set " + name + ": unsafe name or value");
     }
-    if (!railyard::plugin_owned_env(name) && !policy.force && job_env(sp, name.c_str())) {
+    if (!railyard::plugin_owned_env(name) && !force && job_env(sp, name.c_str())) {
       kept += (kept.empty() ? "" : ",") + name;
       continue;
     }
@@ -292,22 +293,35 @@ int apply_task(spank_t sp) {
       throw std::runtime_error("cannot set " + name);
     }
   }
+  return kept;
+}
 
-  if (policy.verbose) {
-    // Slurm's name for the node is in the task's environment only from task_init on.
-    if (auto name = job_env(sp, "SLURMD_NODENAME"); name && !name->empty()) {
-      s.plan->node_name = *name;
+// The verbose report on the task's stderr; the step's warnings once, from task 0.
+void report_task(spank_t sp, railyard::StepPlan& plan, const railyard::TaskPlan& applied,
+                 size_t task, const std::string& kept) {
+  // Slurm's name for the node is in the task's environment only from task_init on.
+  if (auto name = job_env(sp, "SLURMD_NODENAME"); name && !name->empty()) plan.node_name = *name;
+  if (task == 0) {
+    for (const std::string& warning : plan.warnings) {
+      std::fprintf(stderr, "railyard: warning: %s\n", warning.c_str());
     }
-    if (task == 0) {
-      for (const std::string& warning : s.plan->warnings) {
-        std::fprintf(stderr, "railyard: warning: %s\n", warning.c_str());
-      }
-    }
-    std::string line = railyard::format_task_report(*s.plan, applied);
-    if (!kept.empty()) line += " kept=" + kept;
-    std::fprintf(stderr, "%s\n", line.c_str());
-    std::fflush(stderr);
   }
+  std::string line = railyard::format_task_report(plan, applied);
+  if (!kept.empty()) line += " kept=" + kept;
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+int apply_task(spank_t sp) {
+  State& s = state();
+  if (s.step_failed) return kFail;  // user_init has said why
+  if (!s.active || !s.plan) return 0;
+  const size_t task = planned_task(sp, *s.plan);
+  railyard::TaskPlan applied = s.plan->tasks[task];
+  const railyard::Policy& policy = s.plan->policy;
+  if (policy.cpu_bind && !applied.cpus.empty()) bind_cpus(applied);
+  const std::string kept = set_task_env(sp, applied, policy.force);
+  if (policy.verbose) report_task(sp, *s.plan, applied, task, kept);
   return 0;
 }
 

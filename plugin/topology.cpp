@@ -174,11 +174,8 @@ std::vector<unsigned> ports_of(hwloc_obj_t osdev) {
   return chosen;
 }
 
-Topology read(hwloc_topology_t topo, const std::string& source) {
-  Topology t;
-  t.source = source;
-  t.cpuset = list_string(hwloc_topology_get_allowed_cpuset(topo));
-
+// NVIDIA display and 3D functions in PCI bus order: the GPU order every caller indexes by.
+std::vector<hwloc_obj_t> gpu_objects(hwloc_topology_t topo) {
   std::vector<hwloc_obj_t> gpu_objs;
   for (hwloc_obj_t pci = hwloc_get_next_pcidev(topo, nullptr); pci != nullptr;
        pci = hwloc_get_next_pcidev(topo, pci)) {
@@ -193,83 +190,140 @@ Topology read(hwloc_topology_t topo, const std::string& source) {
   };
   std::sort(gpu_objs.begin(), gpu_objs.end(),
             [&](hwloc_obj_t x, hwloc_obj_t y) { return bus_key(x) < bus_key(y); });
-  for (hwloc_obj_t pci : gpu_objs) {
-    Gpu g;
-    g.pci_bus_id = pci_bus_id(pci);
-    g.vendor_id = pci->attr->pcidev.vendor_id;
-    g.device_id = pci->attr->pcidev.device_id;
-    for (hwloc_obj_t child = pci->io_first_child; child != nullptr; child = child->next_sibling) {
-      if (child->type != HWLOC_OBJ_OS_DEVICE) continue;
-      if (g.name.empty() && info(child, "GPUModel") != nullptr) g.name = info(child, "GPUModel");
-      if (g.uuid.empty() && info(child, "NVIDIAUUID") != nullptr) {
-        g.uuid = info(child, "NVIDIAUUID");
-      }
-    }
-    if (g.name.empty() && info(pci, "PCIDevice") != nullptr) g.name = info(pci, "PCIDevice");
-    g.numa_node = numa_of(topo, pci);
-    g.cpuset = cpuset_of(topo, pci);
-    for (const Gpu& other : t.gpus) {
-      if (other.pci_bus_id == g.pci_bus_id || (!g.uuid.empty() && other.uuid == g.uuid)) {
-        throw std::runtime_error("railyard: topology " + source + " lists GPU " + g.pci_bus_id +
-                                 (g.uuid.empty() ? "" : " (" + g.uuid + ")") +
-                                 " twice: a damaged or edited file; regenerate it with "
-                                 "lstopo --of xml");
-      }
-    }
-    t.gpus.push_back(std::move(g));
-  }
+  return gpu_objs;
+}
 
+// The model name and UUID come from the GPU's OS device; the PCI name is the fallback.
+Gpu read_gpu(hwloc_topology_t topo, hwloc_obj_t pci) {
+  Gpu g;
+  g.pci_bus_id = pci_bus_id(pci);
+  g.vendor_id = pci->attr->pcidev.vendor_id;
+  g.device_id = pci->attr->pcidev.device_id;
+  for (hwloc_obj_t child = pci->io_first_child; child != nullptr; child = child->next_sibling) {
+    if (child->type != HWLOC_OBJ_OS_DEVICE) continue;
+    if (g.name.empty() && info(child, "GPUModel") != nullptr) g.name = info(child, "GPUModel");
+    if (g.uuid.empty() && info(child, "NVIDIAUUID") != nullptr) {
+      g.uuid = info(child, "NVIDIAUUID");
+    }
+  }
+  if (g.name.empty() && info(pci, "PCIDevice") != nullptr) g.name = info(pci, "PCIDevice");
+  g.numa_node = numa_of(topo, pci);
+  g.cpuset = cpuset_of(topo, pci);
+  return g;
+}
+
+// A GPU listed twice (same bus id or UUID) only comes from a damaged or edited XML file.
+void check_not_listed(const std::vector<Gpu>& gpus, const Gpu& g, const std::string& source) {
+  for (const Gpu& other : gpus) {
+    if (other.pci_bus_id == g.pci_bus_id || (!g.uuid.empty() && other.uuid == g.uuid)) {
+      throw std::runtime_error("railyard: topology " + source + " lists GPU " + g.pci_bus_id +
+                               (g.uuid.empty() ? "" : " (" + g.uuid + ")") +
+                               " twice: a damaged or edited file; regenerate it with "
+                               "lstopo --of xml");
+    }
+  }
+}
+
+std::vector<NetInterface> read_interfaces(hwloc_topology_t topo) {
+  std::vector<NetInterface> interfaces;
+  for (hwloc_obj_t os = hwloc_get_next_osdev(topo, nullptr); os != nullptr;
+       os = hwloc_get_next_osdev(topo, os)) {
+    if (os->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK || os->name == nullptr) continue;
+    NetInterface n;
+    n.name = os->name;
+    hwloc_obj_t pci = pci_parent(os);
+    if (pci != nullptr) n.pci_bus_id = pci_bus_id(pci);
+    n.numa_node = numa_of(topo, os);
+    interfaces.push_back(std::move(n));
+  }
+  return interfaces;
+}
+
+// The netdevs of a NIC's PCI function: the one tied to the first usable port first, then the
+// function's other netdevs.
+std::vector<std::string> netdevs_of(hwloc_obj_t pci, unsigned first_port) {
+  std::vector<std::string> netdevs;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (hwloc_obj_t sib = pci->io_first_child; sib != nullptr; sib = sib->next_sibling) {
+      if (sib->type != HWLOC_OBJ_OS_DEVICE || sib->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK ||
+          sib->name == nullptr) {
+        continue;
+      }
+      const char* port = info(sib, "Port");
+      const bool on_port = port == nullptr || std::strtoul(port, nullptr, 10) == first_port;
+      if (on_port == (pass == 0)) netdevs.emplace_back(sib->name);
+    }
+  }
+  return netdevs;
+}
+
+Nic read_nic(hwloc_topology_t topo, hwloc_obj_t os, hwloc_obj_t pci) {
+  Nic nic;
+  nic.name = os->name;
+  nic.ports = ports_of(os);
+  if (pci != nullptr) {
+    nic.pci_bus_id = pci_bus_id(pci);
+    nic.efa = pci->attr->pcidev.vendor_id == kAmazonVendor;
+    nic.netdevs = netdevs_of(pci, nic.ports[0]);
+  }
+  nic.numa_node = numa_of(topo, os);
+  nic.cpuset = cpuset_of(topo, os);
+  return nic;
+}
+
+// RDMA devices in natural name order, each with the object its PCIe path is measured from:
+// its PCI function, or the OS device itself when hwloc knows no PCI parent.
+std::vector<std::pair<Nic, hwloc_obj_t>> read_nics(hwloc_topology_t topo) {
   std::vector<std::pair<Nic, hwloc_obj_t>> nics;
   for (hwloc_obj_t os = hwloc_get_next_osdev(topo, nullptr); os != nullptr;
        os = hwloc_get_next_osdev(topo, os)) {
-    hwloc_obj_t pci = pci_parent(os);
-    if (os->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && os->name != nullptr) {
-      NetInterface n;
-      n.name = os->name;
-      if (pci != nullptr) n.pci_bus_id = pci_bus_id(pci);
-      n.numa_node = numa_of(topo, os);
-      t.interfaces.push_back(std::move(n));
-    }
     if (os->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS || os->name == nullptr) continue;
-    Nic nic;
-    nic.name = os->name;
-    nic.ports = ports_of(os);
-    if (pci != nullptr) {
-      nic.pci_bus_id = pci_bus_id(pci);
-      nic.efa = pci->attr->pcidev.vendor_id == kAmazonVendor;
-      // The netdev tied to the first usable port first, then the function's other netdevs.
-      for (int pass = 0; pass < 2; ++pass) {
-        for (hwloc_obj_t sib = pci->io_first_child; sib != nullptr; sib = sib->next_sibling) {
-          if (sib->type != HWLOC_OBJ_OS_DEVICE ||
-              sib->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK || sib->name == nullptr) {
-            continue;
-          }
-          const char* port = info(sib, "Port");
-          const bool on_port = port == nullptr || std::strtoul(port, nullptr, 10) == nic.ports[0];
-          if (on_port == (pass == 0)) nic.netdevs.emplace_back(sib->name);
-        }
-      }
-    }
-    nic.numa_node = numa_of(topo, os);
-    nic.cpuset = cpuset_of(topo, os);
-    nics.emplace_back(std::move(nic), pci != nullptr ? pci : os);
+    hwloc_obj_t pci = pci_parent(os);
+    nics.emplace_back(read_nic(topo, os, pci), pci != nullptr ? pci : os);
   }
   std::sort(nics.begin(), nics.end(),
             [](const auto& x, const auto& y) { return natural_less(x.first.name, y.first.name); });
+  return nics;
+}
 
+std::vector<NumaNode> read_numa_nodes(hwloc_topology_t topo) {
+  std::vector<NumaNode> nodes;
   for (hwloc_obj_t numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr);
        numa != nullptr; numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, numa)) {
-    t.numa_nodes.push_back(NumaNode{numa->os_index, list_string(numa->cpuset)});
+    nodes.push_back(NumaNode{numa->os_index, list_string(numa->cpuset)});
   }
+  return nodes;
+}
 
-  t.gpu_nic.assign(gpu_objs.size(), {});
+// gpu_nic[gpu][nic]; a NIC without a PCI function is only placed by its NUMA locality.
+std::vector<std::vector<Distance>> gpu_nic_distances(
+    hwloc_topology_t topo, const std::vector<hwloc_obj_t>& gpu_objs,
+    const std::vector<std::pair<Nic, hwloc_obj_t>>& nics) {
+  std::vector<std::vector<Distance>> gpu_nic(gpu_objs.size());
   for (size_t g = 0; g < gpu_objs.size(); ++g) {
     for (const auto& [nic, obj] : nics) {
       const bool on_pci = obj->type == HWLOC_OBJ_PCI_DEVICE;
-      t.gpu_nic[g].push_back(on_pci ? classify(topo, gpu_objs[g], obj)
-                                    : classify(topo, gpu_objs[g], nullptr));
+      gpu_nic[g].push_back(on_pci ? classify(topo, gpu_objs[g], obj)
+                                  : classify(topo, gpu_objs[g], nullptr));
     }
   }
+  return gpu_nic;
+}
+
+Topology read(hwloc_topology_t topo, const std::string& source) {
+  Topology t;
+  t.source = source;
+  t.cpuset = list_string(hwloc_topology_get_allowed_cpuset(topo));
+  const std::vector<hwloc_obj_t> gpu_objs = gpu_objects(topo);
+  for (hwloc_obj_t pci : gpu_objs) {
+    Gpu g = read_gpu(topo, pci);
+    check_not_listed(t.gpus, g, source);
+    t.gpus.push_back(std::move(g));
+  }
+  t.interfaces = read_interfaces(topo);
+  std::vector<std::pair<Nic, hwloc_obj_t>> nics = read_nics(topo);
+  t.numa_nodes = read_numa_nodes(topo);
+  t.gpu_nic = gpu_nic_distances(topo, gpu_objs, nics);
   for (auto& entry : nics) t.nics.push_back(std::move(entry.first));
   return t;
 }

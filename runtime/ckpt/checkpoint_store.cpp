@@ -375,6 +375,15 @@ struct CheckpointStore::Impl {
   }
   void remove_parts() const;
 
+#if RAILYARD_PARALLEL_HDF5
+  // Sharded state, parallel HDF5: every rank writes its own hyperslabs of one file.
+  SaveResult save_collective(const StoredTensors& layout, ckpt_format::Meta meta,
+                             const ModelState& state, double t_start);
+#endif
+  // Replicated state is written by rank 0 as it is; shards are gathered to rank 0 first.
+  SaveResult save_gathered(const StoredTensors& layout, const ckpt_format::Meta& meta,
+                           const ModelState& state, const Ranges& ranges, double t_start);
+
   // Rank 0: writes in_flight_snapshot on the background thread.
   void start_background(const StoredTensors& layout, const Attributes& model,
                         TrainProgress progress, double t_start, const std::string& context);
@@ -518,57 +527,63 @@ SaveResult CheckpointStore::save(const StoredTensors& layout, const Attributes& 
     throw CheckpointError(context + e.what());
   }
   ckpt_format::Meta meta{model, progress, state.adam_step, now_unix()};
-
-#if RAILYARD_PARALLEL_HDF5
-  if (!ranges.replicated) {
-    // Sharded state, parallel HDF5: every rank writes its own hyperslabs of one file.
-    try {
-      bcast_progress(s.comm, meta.progress);
-      bcast_pod(s.comm, meta.created_unix);
-      std::string tmp, error;
-      if (s.comm.rank() == 0) {
-        try {
-          tmp = s.prepare(progress.step, estimate_bytes(layout, progress));
-        } catch (const std::exception& e) {
-          error = e.what();
-        }
-      }
-      raise_if_any(&s.comm, error);
-      broadcast_string(s.comm, tmp, 0);
-      const double t_write = now_mono();
-      const WriteSlice slice{state.params.data(), state.m.data(), state.v.data(), state.shard_begin,
-                             state.shard_end};
-      SaveResult r;
-      try {
-        write_checkpoint_collective(s.comm, tmp, layout, meta, slice);
-        if (s.comm.rank() == 0) {
-          r = s.finish(tmp, progress.step, t_start, t_write);
-        }
-      } catch (const std::exception& e) {
-        if (s.comm.rank() == 0) remove_file(tmp);
-        error = e.what();
-      }
-      return s.share_result(error, r);
-    } catch (const std::exception& e) {
-      throw CheckpointError(context + e.what());
-    }
-  }
-#endif
   try {
-    // Replicated state is written by rank 0 as it is; shards are gathered to rank 0 first.
-    ModelState gathered;
-    if (!ranges.replicated) {
-      gather_to_root(s.comm, ranges, state.m, gathered.m, layout.total);
-      gather_to_root(s.comm, ranges, state.v, gathered.v, layout.total);
-      gathered.shard_end = layout.total;
-    }
-    return s.on_root([&] {
-      HostStateSnapshot snap(state, ranges.replicated ? state : gathered);
-      return s.write_whole(layout, meta, snap, t_start);
-    });
+#if RAILYARD_PARALLEL_HDF5
+    if (!ranges.replicated) return s.save_collective(layout, std::move(meta), state, t_start);
+#endif
+    return s.save_gathered(layout, meta, state, ranges, t_start);
   } catch (const std::exception& e) {
     throw CheckpointError(context + e.what());
   }
+}
+
+#if RAILYARD_PARALLEL_HDF5
+SaveResult CheckpointStore::Impl::save_collective(const StoredTensors& layout,
+                                                  ckpt_format::Meta meta, const ModelState& state,
+                                                  double t_start) {
+  // Rank 0's progress is the one broadcast, so its meta.progress is the caller's progress.
+  bcast_progress(comm, meta.progress);
+  bcast_pod(comm, meta.created_unix);
+  const int64_t step = meta.progress.step;
+  std::string tmp, error;
+  if (comm.rank() == 0) {
+    try {
+      tmp = prepare(step, estimate_bytes(layout, meta.progress));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  raise_if_any(&comm, error);
+  broadcast_string(comm, tmp, 0);
+  const double t_write = now_mono();
+  const WriteSlice slice{state.params.data(), state.m.data(), state.v.data(), state.shard_begin,
+                         state.shard_end};
+  SaveResult r;
+  try {
+    write_checkpoint_collective(comm, tmp, layout, meta, slice);
+    if (comm.rank() == 0) r = finish(tmp, step, t_start, t_write);
+  } catch (const std::exception& e) {
+    if (comm.rank() == 0) remove_file(tmp);
+    error = e.what();
+  }
+  return share_result(error, r);
+}
+#endif
+
+SaveResult CheckpointStore::Impl::save_gathered(const StoredTensors& layout,
+                                                const ckpt_format::Meta& meta,
+                                                const ModelState& state, const Ranges& ranges,
+                                                double t_start) {
+  ModelState gathered;
+  if (!ranges.replicated) {
+    gather_to_root(comm, ranges, state.m, gathered.m, layout.total);
+    gather_to_root(comm, ranges, state.v, gathered.v, layout.total);
+    gathered.shard_end = layout.total;
+  }
+  return on_root([&] {
+    HostStateSnapshot snap(state, ranges.replicated ? state : gathered);
+    return write_whole(layout, meta, snap, t_start);
+  });
 }
 
 SaveResult CheckpointStore::save(const StoredTensors& layout, const Attributes& model,

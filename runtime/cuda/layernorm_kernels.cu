@@ -322,12 +322,11 @@ __device__ __forceinline__ void read_slot(RowLoads<T, P>& b, const uint4* slot, 
   b.rstd = stats[32 + lane];
 }
 
-// One row: the two row sums (warp shuffles), dx stored, the lane's column sums added to.
-// kPairs: dx rounded two at a time (round_pairs), else one at a time: the same values.
-template <typename T, int P, bool kSum, bool kPairs, typename Weights>
-__device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, const Weights& wt,
-                                             int C, int lane, bool accumulate,
-                                             LaneSums<T, P, kSum>& acc) {
+// One row's two sums (of d*w and d*w*xhat, warp shuffles), each over C; the lane's column
+// sums of d*xhat and d added to on the way.
+template <typename T, int P, bool kSum, typename Weights>
+__device__ __forceinline__ float2 row_sums(const RowLoads<T, P>& b, const Weights& wt, int C,
+                                           int lane, LaneSums<T, P, kSum>& acc) {
   constexpr int kN = Pack<T>::kN, kH = kN / 4;
   const float m = b.mean, r = b.rstd;
   float s1 = 0.0f, s2 = 0.0f;
@@ -352,6 +351,18 @@ __device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, co
   }
   s1 = warp_sum(s1) / C;
   s2 = warp_sum(s2) / C;
+  return make_float2(s1, s2);
+}
+
+// One row's dx from its two sums, stored (added to the old dx when accumulating); with kSum its
+// values as stored added to the lane's column sums. kPairs: dx rounded two at a time
+// (round_pairs), else one at a time: the same values.
+template <typename T, int P, bool kSum, bool kPairs, typename Weights>
+__device__ __forceinline__ void store_row_dx(const RowLoads<T, P>& b, T* dxr, const Weights& wt,
+                                             int C, int lane, bool accumulate, float s1, float s2,
+                                             LaneSums<T, P, kSum>& acc) {
+  constexpr int kN = Pack<T>::kN, kH = kN / 4;
+  const float m = b.mean, r = b.rstd;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     const int q = lane + 32 * i;
@@ -384,6 +395,15 @@ __device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, co
     }
     store_pack(dxr + size_t(q) * kN, out);
   }
+}
+
+// One row: the two row sums (warp shuffles), dx stored, the lane's column sums added to.
+template <typename T, int P, bool kSum, bool kPairs, typename Weights>
+__device__ __forceinline__ void backward_row(const RowLoads<T, P>& b, T* dxr, const Weights& wt,
+                                             int C, int lane, bool accumulate,
+                                             LaneSums<T, P, kSum>& acc) {
+  const float2 s = row_sums<T, P, kSum>(b, wt, C, lane, acc);
+  store_row_dx<T, P, kSum, kPairs>(b, dxr, wt, C, lane, accumulate, s.x, s.y, acc);
 }
 
 // w as fp32 in shared memory, in the layout each lane reads its float4 groups from.

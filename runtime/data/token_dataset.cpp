@@ -259,6 +259,64 @@ void check_stored_size(const std::string& path, int filters, hsize_t stored, siz
   }
 }
 
+// The file's 1-D /tokens dataset; its length goes to `count`.
+H5Handle open_tokens(const std::string& path, hid_t file, hsize_t& count) {
+  if (H5Lexists(file, "tokens", H5P_DEFAULT) <= 0) {
+    fail(path, "has no /tokens dataset");
+  }
+  H5Handle dset(H5Dopen2(file, "tokens", H5P_DEFAULT), H5Dclose);
+  if (!dset.ok()) fail(path, "/tokens is not a dataset");
+  H5Handle space(H5Dget_space(dset.get()), H5Sclose);
+  if (!space.ok() || H5Sget_simple_extent_ndims(space.get()) != 1) {
+    fail(path, "/tokens must be 1-D");
+  }
+  H5Sget_simple_extent_dims(space.get(), &count, nullptr);
+  return dset;
+}
+
+H5Handle token_type(const std::string& path, hid_t dset) {
+  H5Handle type(H5Dget_type(dset), H5Tclose);
+  if (!type.ok() || H5Tget_class(type.get()) != H5T_INTEGER ||
+      H5Tget_sign(type.get()) != H5T_SGN_NONE ||
+      (H5Tget_size(type.get()) != 2 && H5Tget_size(type.get()) != 4)) {
+    fail(path, "/tokens must be uint16 or uint32");
+  }
+  return type;
+}
+
+// vocab_size on /tokens, else on the file root.
+int token_vocab(const std::string& path, hid_t file, hid_t dset) {
+  int vocab = read_vocab_attr(dset);
+  if (vocab < 0) vocab = read_vocab_attr(file);
+  if (vocab < 0) fail(path, "has no integer vocab_size attribute on /tokens or the file root");
+  if (vocab == 0) fail(path, "has a vocab_size attribute outside [1, 2^31)");
+  return vocab;
+}
+
+// Maps the tokens where they lie in the file as they are (contiguous, little-endian, fully
+// stored); reads them into memory otherwise.
+void load_tokens(const std::string& path, hid_t dset, hid_t type, TokenDataset::Source& src) {
+  const size_t bytes = src.count * static_cast<size_t>(src.token_bytes);
+  hid_t le = src.token_bytes == 2 ? H5T_STD_U16LE : H5T_STD_U32LE;
+  H5Handle dcpl(H5Dget_create_plist(dset), H5Pclose);
+  haddr_t offset = H5Dget_offset(dset);
+  bool mappable = dcpl.ok() && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
+                  offset != HADDR_UNDEF && H5Tequal(type, le) > 0 &&
+                  H5Dget_storage_size(dset) == bytes;
+  if (mappable) {
+    src.map_file(path, offset, bytes);
+    return;
+  }
+  check_stored_size(path, dcpl.ok() ? H5Pget_nfilters(dcpl.get()) : -1, H5Dget_storage_size(dset),
+                    bytes);
+  src.owned.resize(bytes);
+  hid_t mem = src.token_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
+  if (H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, src.owned.data()) < 0) {
+    fail(path, "reading /tokens failed (damaged file?)");
+  }
+  src.data = src.owned.data();
+}
+
 std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFileInfo& info) {
   // Held until the handles below are closed; HDF5 errors become DataErrors, not printed stacks.
   const std::lock_guard<std::mutex> lock(h5::hdf5_mutex());
@@ -266,52 +324,14 @@ std::unique_ptr<TokenDataset::Source> open_hdf5(const std::string& path, TokenFi
   info.format = "hdf5";
   H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.ok()) fail(path, "cannot be opened as HDF5");
-  if (H5Lexists(file.get(), "tokens", H5P_DEFAULT) <= 0) {
-    fail(path, "has no /tokens dataset");
-  }
-  H5Handle dset(H5Dopen2(file.get(), "tokens", H5P_DEFAULT), H5Dclose);
-  if (!dset.ok()) fail(path, "/tokens is not a dataset");
-  H5Handle space(H5Dget_space(dset.get()), H5Sclose);
-  if (!space.ok() || H5Sget_simple_extent_ndims(space.get()) != 1) {
-    fail(path, "/tokens must be 1-D");
-  }
   hsize_t n = 0;
-  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
-  H5Handle type(H5Dget_type(dset.get()), H5Tclose);
-  if (!type.ok() || H5Tget_class(type.get()) != H5T_INTEGER ||
-      H5Tget_sign(type.get()) != H5T_SGN_NONE ||
-      (H5Tget_size(type.get()) != 2 && H5Tget_size(type.get()) != 4)) {
-    fail(path, "/tokens must be uint16 or uint32");
-  }
-  int vocab = read_vocab_attr(dset.get());
-  if (vocab < 0) vocab = read_vocab_attr(file.get());
-  if (vocab < 0) fail(path, "has no integer vocab_size attribute on /tokens or the file root");
-  if (vocab == 0) fail(path, "has a vocab_size attribute outside [1, 2^31)");
-  info.vocab = vocab;
-
+  const H5Handle dset = open_tokens(path, file.get(), n);
+  const H5Handle type = token_type(path, dset.get());
+  info.vocab = token_vocab(path, file.get(), dset.get());
   auto src = std::make_unique<TokenDataset::Source>();
   src->token_bytes = static_cast<int>(H5Tget_size(type.get()));
   src->count = static_cast<size_t>(n);
-  if (n == 0) return src;
-  const size_t bytes = src->count * static_cast<size_t>(src->token_bytes);
-  hid_t le = src->token_bytes == 2 ? H5T_STD_U16LE : H5T_STD_U32LE;
-  H5Handle dcpl(H5Dget_create_plist(dset.get()), H5Pclose);
-  haddr_t offset = H5Dget_offset(dset.get());
-  bool mappable = dcpl.ok() && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
-                  offset != HADDR_UNDEF && H5Tequal(type.get(), le) > 0 &&
-                  H5Dget_storage_size(dset.get()) == bytes;
-  if (mappable) {
-    src->map_file(path, offset, bytes);
-    return src;
-  }
-  check_stored_size(path, dcpl.ok() ? H5Pget_nfilters(dcpl.get()) : -1,
-                    H5Dget_storage_size(dset.get()), bytes);
-  src->owned.resize(bytes);
-  hid_t mem = src->token_bytes == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32;
-  if (H5Dread(dset.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, src->owned.data()) < 0) {
-    fail(path, "reading /tokens failed (damaged file?)");
-  }
-  src->data = src->owned.data();
+  if (n > 0) load_tokens(path, dset.get(), type.get(), *src);
   return src;
 }
 

@@ -114,21 +114,17 @@ struct Analysis {
   double redone_seconds = 0;
 };
 
-Analysis analyse(const RunLog& log) {
-  Analysis a;
-  a.runs = group_runs(log);
-  a.run_of.assign(log.segments.size(), 0);
-  for (size_t r = 0; r < a.runs.size(); ++r) {
-    for (size_t i : a.runs[r].segments) a.run_of[i] = r;
-  }
-  a.redone_above.assign(log.segments.size(), std::numeric_limits<int64_t>::max());
+// Per segment, the step above which a later process run of the same run redid its steps (a
+// resume from an older checkpoint); no limit where none did.
+std::vector<int64_t> redone_limits(const RunLog& log, const std::vector<size_t>& run_of) {
+  std::vector<int64_t> redone_above(log.segments.size(), std::numeric_limits<int64_t>::max());
   int64_t restart = std::numeric_limits<int64_t>::max();
   for (size_t i = log.segments.size(); i-- > 0;) {
     // Only a later process run of the same run redoes steps.
-    if (i + 1 < log.segments.size() && a.run_of[i + 1] != a.run_of[i]) {
+    if (i + 1 < log.segments.size() && run_of[i + 1] != run_of[i]) {
       restart = std::numeric_limits<int64_t>::max();
     }
-    a.redone_above[i] = restart;
+    redone_above[i] = restart;
     const RunLogSegment& s = log.segments[i];
     if (!s.steps.empty()) {
       restart = std::min(restart, s.steps.front().step - 1);
@@ -136,42 +132,70 @@ Analysis analyse(const RunLog& log) {
       restart = std::min(restart, s.resumed_from);
     }
   }
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo, tps = 0;
-  int64_t x_min = std::numeric_limits<int64_t>::max(), x_max = std::numeric_limits<int64_t>::min();
+  return redone_above;
+}
+
+// The ranges the charts cover, before padding.
+struct Extent {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  double tps = 0;
+  int64_t x_min = std::numeric_limits<int64_t>::max();
+  int64_t x_max = std::numeric_limits<int64_t>::min();
+
+  void add_loss(double loss) {
+    if (!std::isfinite(loss)) return;
+    lo = std::min(lo, loss);
+    hi = std::max(hi, loss);
+  }
+};
+
+// Counts the steps (and the redone ones, with their time) into `a`; returns their extent.
+Extent scan_steps(const RunLog& log, Analysis& a) {
+  Extent e;
   for (size_t i = 0; i < log.segments.size(); ++i) {
     for (const RunLogStep& s : log.segments[i].steps) {
       ++a.steps;
-      x_min = std::min(x_min, s.step);
-      x_max = std::max(x_max, s.step);
-      if (std::isfinite(s.loss)) {
-        lo = std::min(lo, s.loss);
-        hi = std::max(hi, s.loss);
-      }
-      if (std::isfinite(s.tokens_per_s)) tps = std::max(tps, s.tokens_per_s);
+      e.x_min = std::min(e.x_min, s.step);
+      e.x_max = std::max(e.x_max, s.step);
+      e.add_loss(s.loss);
+      if (std::isfinite(s.tokens_per_s)) e.tps = std::max(e.tps, s.tokens_per_s);
       if (s.step > a.redone_above[i]) {
         ++a.redone_steps;
         a.redone_seconds += s.step_seconds;
       }
     }
   }
+  return e;
+}
+
+// The axes: steps from 0 (or below), losses padded by 5%, throughput with 8% headroom.
+void set_scales(Analysis& a, Extent e) {
+  e.x_min = std::min<int64_t>(e.x_min, 0);
+  a.x_min = e.x_min;
+  a.x_max = e.x_max > e.x_min ? e.x_max : e.x_min + 1;
+  if (!std::isfinite(e.lo)) e.lo = 0, e.hi = 1;
+  const double pad = e.hi > e.lo ? 0.05 * (e.hi - e.lo) : 0.5;
+  a.loss_lo = e.lo - pad;
+  a.loss_hi = e.hi + pad;
+  a.tps_hi = e.tps > 0 ? e.tps * 1.08 : 1;
+}
+
+Analysis analyse(const RunLog& log) {
+  Analysis a;
+  a.runs = group_runs(log);
+  a.run_of.assign(log.segments.size(), 0);
+  for (size_t r = 0; r < a.runs.size(); ++r) {
+    for (size_t i : a.runs[r].segments) a.run_of[i] = r;
+  }
+  a.redone_above = redone_limits(log, a.run_of);
+  Extent extent = scan_steps(log, a);
   if (a.steps == 0) {
     throw RunLogError((log.files.empty() ? std::string("run log") : log.files.front()) +
                       ": no step records to chart (is this a railyard-train --log-json file?)");
   }
-  for (const RunLogEval& e : log.evals) {
-    if (std::isfinite(e.val_loss)) {
-      lo = std::min(lo, e.val_loss);
-      hi = std::max(hi, e.val_loss);
-    }
-  }
-  x_min = std::min<int64_t>(x_min, 0);
-  a.x_min = x_min;
-  a.x_max = x_max > x_min ? x_max : x_min + 1;
-  if (!std::isfinite(lo)) lo = 0, hi = 1;
-  const double pad = hi > lo ? 0.05 * (hi - lo) : 0.5;
-  a.loss_lo = lo - pad;
-  a.loss_hi = hi + pad;
-  a.tps_hi = tps > 0 ? tps * 1.08 : 1;
+  for (const RunLogEval& e : log.evals) extent.add_loss(e.val_loss);
+  set_scales(a, extent);
   return a;
 }
 

@@ -55,70 +55,122 @@ double tol() {
   return std::is_same_v<T, float> ? 1e-5 : 1e-2;
 }
 
+// One linear layer's random operands (x [N, I], w [O, I], b [O], dy [N, O], and the fp32
+// gradients dw, db accumulated into), uploaded, with the values the device holds.
 template <typename T>
-void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
-  const int I = C, O = 3 * C;
-  std::string t = type_name<T>();
-  DevArray<T> x(size_t(N) * I), w(size_t(O) * I), b(O), y(size_t(N) * O), dy(size_t(N) * O),
-      dx(size_t(N) * I);
-  DevArray<float> dw(size_t(O) * I), db(O);
-  auto hx = x.upload(random_vec(rng, x.n));
-  auto hw = w.upload(random_vec(rng, w.n, 0.05f));
-  auto hb = b.upload(random_vec(rng, b.n));
-  auto hdy = dy.upload(random_vec(rng, dy.n));
-  auto hdw = dw.upload(random_vec(rng, dw.n));  // accumulated into
-  auto hdb = db.upload(random_vec(rng, db.n));
-  y.poison();
-  dx.poison();
-  mm.linear_forward(y.ptr(), x.ptr(), w.ptr(), b.ptr(), N, I, O, cuda::cuda_dtype<T>(), s);
-  std::vector<double> ry(y.n);
-  cpu::matmul_forward<double>(ry.data(), hx.data(), hw.data(), hb.data(), N, I, O);
-  r.check(t + " linear forward (bias epilogue)", y.download(), ry, tol<T>());
+struct LinearCase {
+  static constexpr int I = C, O = 3 * C;
+  DevArray<T> x{size_t(N) * I}, w{size_t(O) * I}, b{size_t(O)}, dy{size_t(N) * O};
+  DevArray<float> dw{size_t(O) * I}, db{size_t(O)};
+  std::vector<double> hx, hw, hb, hdy, hdw, hdb;
 
-  mm.linear_backward_input(dx.ptr(), dy.ptr(), w.ptr(), N, I, O, cuda::cuda_dtype<T>(), false, s);
-  DevArray<float> partials(cuda::bias_grad_partials(N, O));
-  mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), true, s);
-  cuda::bias_grad(db.ptr(), partials.ptr(), dy.ptr(), N, O, true, s);
-  std::vector<double> rdx(dx.n, 0.0), rdw = hdw, rdb = hdb;
-  cpu::matmul_backward<double>(rdx.data(), rdw.data(), rdb.data(), hdy.data(), hx.data(), hw.data(),
-                               N, I, O);
+  explicit LinearCase(std::mt19937_64& rng)
+      : hx(x.upload(random_vec(rng, x.n))),
+        hw(w.upload(random_vec(rng, w.n, 0.05f))),
+        hb(b.upload(random_vec(rng, b.n))),
+        hdy(dy.upload(random_vec(rng, dy.n))),
+        hdw(dw.upload(random_vec(rng, dw.n))),
+        hdb(db.upload(random_vec(rng, db.n))) {}
+};
+
+// The forward with the bias epilogue; returns its float64 reference.
+template <typename T>
+std::vector<double> check_linear_forward(Report& r, cuda::Matmul& mm, cudaStream_t s,
+                                         const LinearCase<T>& l) {
+  constexpr int I = LinearCase<T>::I, O = LinearCase<T>::O;
+  DevArray<T> y(size_t(N) * O);
+  y.poison();
+  mm.linear_forward(y.ptr(), l.x.ptr(), l.w.ptr(), l.b.ptr(), N, I, O, cuda::cuda_dtype<T>(), s);
+  std::vector<double> ry(y.n);
+  cpu::matmul_forward<double>(ry.data(), l.hx.data(), l.hw.data(), l.hb.data(), N, I, O);
+  r.check(std::string(type_name<T>()) + " linear forward (bias epilogue)", y.download(), ry,
+          tol<T>());
+  return ry;
+}
+
+// The backward into input, weight and bias, the gradients accumulated into (+=); returns the
+// input gradient's float64 reference.
+template <typename T>
+std::vector<double> check_linear_backward(Report& r, cuda::Matmul& mm, cudaStream_t s,
+                                          const LinearCase<T>& l, DevArray<float>& partials) {
+  constexpr int I = LinearCase<T>::I, O = LinearCase<T>::O;
+  const std::string t = type_name<T>();
+  DevArray<T> dx(size_t(N) * I);
+  dx.poison();
+  mm.linear_backward_input(dx.ptr(), l.dy.ptr(), l.w.ptr(), N, I, O, cuda::cuda_dtype<T>(), false,
+                           s);
+  mm.linear_backward_weight(l.dw.ptr(), l.dy.ptr(), l.x.ptr(), N, I, O, cuda::cuda_dtype<T>(), true,
+                            s);
+  cuda::bias_grad(l.db.ptr(), partials.ptr(), l.dy.ptr(), N, O, true, s);
+  std::vector<double> rdx(dx.n, 0.0), rdw = l.hdw, rdb = l.hdb;
+  cpu::matmul_backward<double>(rdx.data(), rdw.data(), rdb.data(), l.hdy.data(), l.hx.data(),
+                               l.hw.data(), N, I, O);
   r.check(t + " linear backward input", dx.download(), rdx, tol<T>());
-  r.check(t + " linear backward weight (fp32, +=)", dw.download(), rdw, 1e-5);
-  r.check(t + " bias gradient (fp32, +=)", db.download(), rdb, 1e-5);
-  // The first micro-step overwrites (no zero_grad clear): from poison, to the plain sums.
-  std::vector<double> zdw(dw.n, 0.0), zdb(db.n, 0.0), zdx(dx.n, 0.0);
-  cpu::matmul_backward<double>(zdx.data(), zdw.data(), zdb.data(), hdy.data(), hx.data(), hw.data(),
-                               N, I, O);
-  dw.poison();
-  db.poison();
-  mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), false, s);
-  cuda::bias_grad(db.ptr(), partials.ptr(), dy.ptr(), N, O, false, s);
-  auto first_dw = dw.download(), first_db = db.download();
+  r.check(t + " linear backward weight (fp32, +=)", l.dw.download(), rdw, 1e-5);
+  r.check(t + " bias gradient (fp32, +=)", l.db.download(), rdb, 1e-5);
+  return rdx;
+}
+
+// The first micro-step overwrites (no zero_grad clear): from poison, to the plain sums; and
+// the same inputs give the same bits: no order-dependent sums.
+template <typename T>
+void check_linear_first_step(Report& r, cuda::Matmul& mm, cudaStream_t s, LinearCase<T>& l,
+                             DevArray<float>& partials) {
+  constexpr int I = LinearCase<T>::I, O = LinearCase<T>::O;
+  const std::string t = type_name<T>();
+  std::vector<double> zdw(l.dw.n, 0.0), zdb(l.db.n, 0.0), zdx(size_t(N) * I, 0.0);
+  cpu::matmul_backward<double>(zdx.data(), zdw.data(), zdb.data(), l.hdy.data(), l.hx.data(),
+                               l.hw.data(), N, I, O);
+  l.dw.poison();
+  l.db.poison();
+  auto weight_and_bias = [&] {
+    mm.linear_backward_weight(l.dw.ptr(), l.dy.ptr(), l.x.ptr(), N, I, O, cuda::cuda_dtype<T>(),
+                              false, s);
+    cuda::bias_grad(l.db.ptr(), partials.ptr(), l.dy.ptr(), N, O, false, s);
+  };
+  weight_and_bias();
+  auto first_dw = l.dw.download(), first_db = l.db.download();
   r.check(t + " linear backward weight (fp32, =)", first_dw, zdw, 1e-5);
   r.check(t + " bias gradient (fp32, =)", first_db, zdb, 1e-5);
-  // Same inputs, same bits: no order-dependent sums.
-  mm.linear_backward_weight(dw.ptr(), dy.ptr(), x.ptr(), N, I, O, cuda::cuda_dtype<T>(), false, s);
-  cuda::bias_grad(db.ptr(), partials.ptr(), dy.ptr(), N, O, false, s);
-  r.same_bits(t + " linear backward weight, twice", dw.download(), first_dw);
-  r.same_bits(t + " bias gradient, twice", db.download(), first_db);
+  weight_and_bias();
+  r.same_bits(t + " linear backward weight, twice", l.dw.download(), first_dw);
+  r.same_bits(t + " bias gradient, twice", l.db.download(), first_db);
+}
 
-  // GELU in the epilogues: forward keeps the value before GELU; backward applies GELU'.
-  DevArray<T> pre(y.n), dpre(size_t(N) * I), gy(y.n), gdx(size_t(N) * I);
+// GELU in the epilogues: forward keeps the value before GELU; backward applies GELU'. `ry` and
+// `rdx` are the plain forward's and backward input's references.
+template <typename T>
+void check_linear_gelu(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s,
+                       const LinearCase<T>& l, const std::vector<double>& ry,
+                       const std::vector<double>& rdx) {
+  constexpr int I = LinearCase<T>::I, O = LinearCase<T>::O;
+  const std::string t = type_name<T>();
+  DevArray<T> pre(size_t(N) * O), dpre(size_t(N) * I), gy(size_t(N) * O), gdx(size_t(N) * I);
   pre.poison();
   gy.poison();
-  mm.linear_forward(gy.ptr(), x.ptr(), w.ptr(), b.ptr(), N, I, O, cuda::cuda_dtype<T>(), s,
+  mm.linear_forward(gy.ptr(), l.x.ptr(), l.w.ptr(), l.b.ptr(), N, I, O, cuda::cuda_dtype<T>(), s,
                     pre.ptr());
-  std::vector<double> rgy(y.n);
+  std::vector<double> rgy(gy.n);
   cpu::gelu_forward<double>(rgy.data(), ry.data(), int64_t(ry.size()));
   r.check(t + " linear forward + GELU epilogue", gy.download(), rgy, tol<T>());
   r.check(t + " GELU epilogue's saved input", pre.download(), ry, tol<T>());
   auto hpre = dpre.upload(random_vec(rng, dpre.n, 2.0f));
   gdx.poison();
-  mm.linear_backward_input(gdx.ptr(), dy.ptr(), w.ptr(), N, I, O, cuda::cuda_dtype<T>(), false, s,
-                           dpre.ptr());
+  mm.linear_backward_input(gdx.ptr(), l.dy.ptr(), l.w.ptr(), N, I, O, cuda::cuda_dtype<T>(), false,
+                           s, dpre.ptr());
   std::vector<double> rgdx(gdx.n, 0.0);
   cpu::gelu_backward<double>(rgdx.data(), hpre.data(), rdx.data(), int64_t(rgdx.size()));
   r.check(t + " linear backward input + GELU' epilogue", gdx.download(), rgdx, tol<T>());
+}
+
+template <typename T>
+void check_linear(Report& r, std::mt19937_64& rng, cuda::Matmul& mm, cudaStream_t s) {
+  LinearCase<T> l(rng);
+  const std::vector<double> ry = check_linear_forward(r, mm, s, l);
+  DevArray<float> partials(cuda::bias_grad_partials(N, LinearCase<T>::O));
+  const std::vector<double> rdx = check_linear_backward(r, mm, s, l, partials);
+  check_linear_first_step(r, mm, s, l, partials);
+  check_linear_gelu(r, rng, mm, s, l, ry, rdx);
 }
 
 // The attention projection's weight gradients of `count` layers as one strided batch
