@@ -28,12 +28,17 @@ inline void skip_without_gpu() {
   }
 }
 
+// x as a T holds it: bf16 rounds; float and double hold every float exactly (a double array's
+// mirror once took bf16's rounding here, which check_norm_clip_fused read as a kernel error).
 template <typename T>
 float round_to(float x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
+  static_assert(
+      std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, __nv_bfloat16>,
+      "round_to: a float, double or bf16 array");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return __bfloat162float(__float2bfloat16(x));
+  } else {
+    return x;
   }
 }
 

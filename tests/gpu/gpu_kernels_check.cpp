@@ -1208,8 +1208,9 @@ void check_norm_clip_fused(Report& r, std::mt19937_64& rng, cudaStream_t s) {
       cuda::grad_sumsq_ranges_clip(sumsq.ptr(), scale.ptr(), clip, ticket.ptr(), slots.ptr(),
                                    g.ptr(), rg, tiles, done.ptr(), n_done, st);
     };
-    // 2e-5: grad_sumsq_ranges sums a thread's tiles and a block in float (~5e-6 at 11.5M values).
-    r.check(t + " vs float64", {three[0]}, {ref}, 2e-5);
+    // 1e-6 as check_norm_from_splits: fp32 sums of <= 16 squares per thread and over a block
+    // leave ~1e-9 here (a CPU emulation of the kernel on this layout: 1e-10 to 2e-9).
+    r.check(t + " vs float64", {three[0]}, {ref}, 1e-6);
     r.same_bits(t + " = 3 launches", run(fused, false), three);
     r.same_bits(t + " = 3 launches, again", run(fused, false), three);
     r.same_bits(t + " = 3 launches, graph", run(fused, true), three);
