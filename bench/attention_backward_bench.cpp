@@ -103,6 +103,8 @@ struct Run {
     dqkv_cudnn.poison();
     dqkv_own.poison();
     dqkv_again.poison();
+    // The uploads and poisons ran on the legacy stream, which `stream` does not wait for.
+    RY_CUDA(cudaDeviceSynchronize());
     att.forward(out.ptr(), stats.ptr(), qkv.ptr(), s, stream);
     cudnn_backward();
     bench::attention_lse_reference(lse.ptr(), qkv.ptr(), own_shape(), stream);
