@@ -279,7 +279,9 @@ __device__ void dq_step(const Bf* q, const Bf* dout, const Bf* k, const Bf* v, c
 // CTA per (128 queries i, h, b), the longest (last) blocks first: Q_i, dO_i and their
 // statistics stay in shared memory while the key blocks up to the diagonal stream through two
 // buffers; dQ is summed in registers in key order.
-__global__ void __launch_bounds__(kThreads, 1) dq_kernel(Args a) {
+// Two CTAs per SM (at most 128 registers, 2 x 66 KiB of shared memory): one's loads and softmax
+// overlap the other's products.
+__global__ void __launch_bounds__(kThreads, 2) dq_kernel(Args a) {
   char* sm = aligned_smem();
   Bf* sq = reinterpret_cast<Bf*>(sm);
   Bf* sdo = sq + 2 * kTileElems;
