@@ -403,7 +403,7 @@ void attention_dot_do_o(float* d, const cuda::bf16* out, const cuda::bf16* dout,
 
 void attention_backward_wgmma(cuda::bf16* dqkv, const cuda::bf16* qkv, const cuda::bf16* dout,
                               const float* lse, const float* d, const AttnBwdShape& s,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, AttnBwdKernels which) {
   check_attn_bwd_shape(s);
   static const bool attributes_set = [] {
     RY_CUDA(
@@ -415,10 +415,14 @@ void attention_backward_wgmma(cuda::bf16* dqkv, const cuda::bf16* qkv, const cud
   (void)attributes_set;
   const Args a{as_bf(qkv), as_bf(dout), lse, d, reinterpret_cast<Bf*>(dqkv), s.T, s.H};
   const dim3 grid(unsigned(s.T / 128), unsigned(s.H), unsigned(s.B));
-  dkdv_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
-  RY_CUDA_LAUNCHED();
-  dq_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
-  RY_CUDA_LAUNCHED();
+  if (which != AttnBwdKernels::kDq) {
+    dkdv_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
+    RY_CUDA_LAUNCHED();
+  }
+  if (which != AttnBwdKernels::kDkDv) {
+    dq_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
+    RY_CUDA_LAUNCHED();
+  }
 }
 
 void attention_lse_reference(float* lse, const cuda::bf16* qkv, const AttnBwdShape& s,

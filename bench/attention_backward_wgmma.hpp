@@ -25,11 +25,14 @@ void check_attn_bwd_shape(const AttnBwdShape& s);
 void attention_dot_do_o(float* d, const cuda::bf16* out, const cuda::bf16* dout,
                         const AttnBwdShape& s, cudaStream_t stream);
 
+// Which of the two kernels a call runs (one alone: to time it).
+enum class AttnBwdKernels { kBoth, kDkDv, kDq };
+
 // dqkv from qkv, dout, the statistics `lse` and `d` (attention_dot_do_o's): the dK/dV kernel,
 // then the dQ kernel, on `stream`.
 void attention_backward_wgmma(cuda::bf16* dqkv, const cuda::bf16* qkv, const cuda::bf16* dout,
                               const float* lse, const float* d, const AttnBwdShape& s,
-                              cudaStream_t stream);
+                              cudaStream_t stream, AttnBwdKernels which = AttnBwdKernels::kBoth);
 
 // The reference statistics: lse[b, h, t] = log(sum over keys k <= t of exp(q.k / 8)), one thread
 // per row in fp32 (slow; untimed).
