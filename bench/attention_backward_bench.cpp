@@ -193,6 +193,26 @@ Reference reference(const std::vector<double>& qkv, const std::vector<double>& d
 
 constexpr const char* kParts[] = {"dQ", "dK", "dV"};
 
+// Where a part of [B, T, H, 64] differs most from its reference (a first hint where a failing
+// kernel goes wrong: a row on the diagonal, one head, one feature).
+void print_worst(const std::string& what, const std::vector<double>& out,
+                 const std::vector<double>& ref, const cuda::AttentionShape& s) {
+  size_t worst = 0;
+  double diff = -1;
+  for (size_t i = 0; i < out.size() && i < ref.size(); ++i) {
+    const double e = std::fabs(out[i] - ref[i]);
+    if (!(e <= diff)) {
+      diff = e;
+      worst = i;
+      if (std::isnan(e)) break;
+    }
+  }
+  const size_t e = worst % kHd, h = worst / kHd % s.H, t = worst / (size_t(kHd) * s.H) % s.T;
+  const size_t b = worst / (size_t(kHd) * s.H * s.T);
+  std::printf("info %s worst at b=%zu t=%zu h=%zu d=%zu: %.5g (want %.5g)\n", what.c_str(), b, t, h,
+              e, out[worst], ref[worst]);
+}
+
 // ||out - ref|| / ||ref|| (L2), as gpu_check::Report measures it.
 double rel_l2(const std::vector<double>& out, const std::vector<double>& ref) {
   double num = 0, den = 0;
@@ -236,6 +256,7 @@ json run_small(gpu_check::Report& report) {
           kTol);
     check(report, j, "wgmma backward " + n + " vs float64", part(dn, s, w), part(ref.dqkv, s, w),
           kTol);
+    print_worst("wgmma backward " + n, part(dn, s, w), part(ref.dqkv, s, w), s);
   }
   report.same_bits("wgmma backward twice (small)", run.dqkv_again.download(), dn);
   return j;
@@ -253,8 +274,10 @@ json check_full(gpu_check::Report& report, Run& run) {
       j["cudnn_stats_vs_own_lse_max_abs"].get<double>());
   const std::vector<double> dc = run.dqkv_cudnn.download(), dn = run.dqkv_own.download();
   for (int w = 0; w < 3; ++w) {
-    check(report, j, std::string("wgmma backward ") + kParts[w] + " vs cuDNN", part(dn, s, w),
-          part(dc, s, w), kTol);
+    const std::string n = std::string("wgmma backward ") + kParts[w];
+    const std::vector<double> mine = part(dn, s, w), theirs = part(dc, s, w);
+    check(report, j, n + " vs cuDNN", mine, theirs, kTol);
+    print_worst(n, mine, theirs, s);
   }
   report.same_bits("wgmma backward twice (full)", run.dqkv_again.download(), dn);
   // The prototype on cuDNN's statistics instead (information: the engine would pass those).
