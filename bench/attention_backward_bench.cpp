@@ -352,9 +352,14 @@ json run_full(gpu_check::Report& report, const Options& o) {
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
-  gpu_check::skip_without_gpu();
   gpu_check::Report report;
   json j;
+  // Host only: runs before the skip where there is no GPU.
+  const size_t mismatches = bench::attention_backward_layout_mismatches();
+  std::printf("%-4s %-44s %zu mismatch(es)\n", mismatches == 0 ? "ok" : "FAIL",
+              "wgmma operand layouts (host)", mismatches);
+  if (mismatches != 0) report.fail("wgmma operand layouts");
+  gpu_check::skip_without_gpu();
   j["small"] = run_small(report);
   j["full"] = run_full(report, o);
   j["runs"] = o.runs;

@@ -113,7 +113,7 @@ __device__ __forceinline__ void mma_rs(AFrag& a, const Bf* b, Acc& acc) {
 
 // The accumulator as the next product's A operand: register i of the fp32 accumulator holds
 // the (row, column) that register i of the A fragment wants (both compact over CuTe's GMMA
-// layouts; the host check in bench/NOTES.md compared every thread's coordinates).
+// layouts; attention_backward_layout_mismatches compares every thread's coordinates).
 template <class Acc>
 __device__ __forceinline__ auto to_a_operand(const Acc& acc) {
   Tensor a = make_tensor<Bf>(AFragShape{});
@@ -383,6 +383,33 @@ const Bf* as_bf(const cuda::bf16* p) {
 }
 
 }  // namespace
+
+size_t attention_backward_layout_mismatches() {
+  size_t bad = 0;
+  // load_tile's swizzle against both views (at a 1 KiB-aligned stand-in address).
+  Bf* base = reinterpret_cast<Bf*>(uintptr_t(1) << 20);
+  Tensor tk = make_tensor(make_smem_ptr(base), SmemK{});
+  Tensor tm = make_tensor(make_smem_ptr(base), SmemMN{});
+  for (int r = 0; r < 64; ++r) {
+    for (int e = 0; e < kHd; ++e) {
+      const long mine = r * 64 + (((e / 8) ^ (r % 8)) * 8) + e % 8;
+      bad += raw_pointer_cast(&tk(r, e)) - base != mine;
+      bad += raw_pointer_cast(&tm(e, r)) - base != mine;
+    }
+  }
+  // Register i of the accumulator and of the RS A fragment: the same (row, column).
+  Tensor id = make_identity_tensor(TileShape{});
+  for (int t = 0; t < 128; ++t) {
+    Tensor c = MmaSS{}.get_thread_slice(t).partition_C(id);
+    Tensor a = MmaRS{}.get_thread_slice(t).partition_A(id);
+    Tensor c_rs = MmaRS{}.get_thread_slice(t).partition_C(id);
+    for (int i = 0; i < size(c); ++i) {
+      bad += get<0>(c(i)) != get<0>(a(i)) || get<1>(c(i)) != get<1>(a(i));
+      bad += get<0>(c(i)) != get<0>(c_rs(i)) || get<1>(c(i)) != get<1>(c_rs(i));
+    }
+  }
+  return bad;
+}
 
 void check_attn_bwd_shape(const AttnBwdShape& s) {
   if (s.B <= 0 || s.H <= 0 || s.T <= 0 || s.T % 128 != 0 || s.B > 65535 || s.H > 65535) {

@@ -10,6 +10,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "dtype.hpp"
 
 namespace railyard::bench {
@@ -33,6 +35,11 @@ enum class AttnBwdKernels { kBoth, kDkDv, kDq };
 void attention_backward_wgmma(cuda::bf16* dqkv, const cuda::bf16* qkv, const cuda::bf16* dout,
                               const float* lse, const float* d, const AttnBwdShape& s,
                               cudaStream_t stream, AttnBwdKernels which = AttnBwdKernels::kBoth);
+
+// What the kernels assume of CuTe's layouts, checked on the host: load_tile's swizzle is the
+// K-major and the MN-major view of a tile, and the accumulator's registers are the RS A
+// fragment's. The number of mismatches (0 expected).
+size_t attention_backward_layout_mismatches();
 
 // The reference statistics: lse[b, h, t] = log(sum over keys k <= t of exp(q.k / 8)), one thread
 // per row in fp32 (slow; untimed).
