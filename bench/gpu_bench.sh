@@ -82,7 +82,7 @@ if has build; then
     -DRAILYARD_CUDNN=${RAILYARD_CUDNN:-AUTO} -DRAILYARD_CUDNN_FRONTEND_INCLUDE="$FE_INCLUDE" \
     -DRAILYARD_CUTLASS_INCLUDE="$CUTLASS_INCLUDE" \
     > "$W/cmake.log" 2>&1 || { tail -30 "$W/cmake.log"; exit 1; }
-  grep -E "cuDNN attention|step timeline|CUTLASS" "$W/cmake.log"
+  grep -E "cuDNN attention|step timeline|CUTLASS|attention backward" "$W/cmake.log"
   # The plan bench (one long frontend unit) compiles beside the rest when the sdpa stage follows.
   extra=""
   has sdpa && grep -q "cuDNN attention: ON" "$W/cmake.log" && extra=cudnn_sdpa_plans
