@@ -68,7 +68,7 @@ Options parse(int argc, char** argv) {
 // The device arrays of one shape: inputs, cuDNN's forward and backward, the prototype's twice.
 struct Run {
   cuda::AttentionShape s;
-  DevArray<bf16> qkv, dout, out, dqkv_cudnn, dqkv_own, dqkv_again;
+  DevArray<bf16> qkv, dout, out, dqkv_cudnn, dqkv_own, dqkv_again, dqkv_own1, dqkv_again1;
   DevArray<float> stats, lse, d;
   cuda::CudnnAttention att;
   cuda::DeviceBuffer workspace;
@@ -81,6 +81,8 @@ struct Run {
         dqkv_cudnn(3 * s.head_elems()),
         dqkv_own(3 * s.head_elems()),
         dqkv_again(3 * s.head_elems()),
+        dqkv_own1(3 * s.head_elems()),
+        dqkv_again1(3 * s.head_elems()),
         stats(size_t(s.B) * s.H * s.T),
         lse(stats.n),
         d(stats.n) {
@@ -94,23 +96,39 @@ struct Run {
   void cudnn_backward() {
     att.backward(dqkv_cudnn.ptr(), dout.ptr(), out.ptr(), stats.ptr(), qkv.ptr(), s, stream);
   }
-  void own_backward(bf16* dqkv, bench::AttnBwdKernels which = bench::AttnBwdKernels::kBoth) {
+  void own_backward(bf16* dqkv, bench::AttnBwdKernels which = bench::AttnBwdKernels::kBoth,
+                    int warpgroups = 2) {
     bench::attention_backward_wgmma(dqkv, qkv.ptr(), dout.ptr(), lse.ptr(), d.ptr(), own_shape(),
-                                    stream, which);
+                                    stream, which, warpgroups);
   }
-  // cuDNN forward and backward, the reference LSE and D, the prototype twice (outputs poisoned).
+  // The prototype's variants: warpgroups per CTA, and where its first and second run write.
+  struct Own {
+    std::string name;
+    int warpgroups;
+    DevArray<bf16>* first;
+    DevArray<bf16>* again;
+  };
+  std::vector<Own> variants() {
+    return {{"wgmma 2wg", 2, &dqkv_own, &dqkv_again}, {"wgmma 1wg", 1, &dqkv_own1, &dqkv_again1}};
+  }
+  // cuDNN forward and backward, the reference LSE and D, each variant of the prototype twice
+  // (outputs poisoned).
   void compute_all() {
     dqkv_cudnn.poison();
-    dqkv_own.poison();
-    dqkv_again.poison();
+    for (const Own& v : variants()) {
+      v.first->poison();
+      v.again->poison();
+    }
     // The uploads and poisons ran on the legacy stream, which `stream` does not wait for.
     RY_CUDA(cudaDeviceSynchronize());
     att.forward(out.ptr(), stats.ptr(), qkv.ptr(), s, stream);
     cudnn_backward();
     bench::attention_lse_reference(lse.ptr(), qkv.ptr(), own_shape(), stream);
     bench::attention_dot_do_o(d.ptr(), out.ptr(), dout.ptr(), own_shape(), stream);
-    own_backward(dqkv_own.ptr());
-    own_backward(dqkv_again.ptr());
+    for (const Own& v : variants()) {
+      own_backward(v.first->ptr(), bench::AttnBwdKernels::kBoth, v.warpgroups);
+      own_backward(v.again->ptr(), bench::AttnBwdKernels::kBoth, v.warpgroups);
+    }
     RY_CUDA(cudaStreamSynchronize(stream));
   }
 };
@@ -249,16 +267,20 @@ json run_small(gpu_check::Report& report) {
               j["cudnn_stats_vs_float64_max_abs"].get<double>(),
               j["own_lse_vs_float64_max_abs"].get<double>());
   report.check("own reference LSE vs float64", lse, ref.lse, 1e-5);
-  const std::vector<double> dc = run.dqkv_cudnn.download(), dn = run.dqkv_own.download();
+  const std::vector<double> dc = run.dqkv_cudnn.download();
   for (int w = 0; w < 3; ++w) {
-    const std::string n = kParts[w];
-    check(report, j, "cuDNN backward " + n + " vs float64", part(dc, s, w), part(ref.dqkv, s, w),
-          kTol);
-    check(report, j, "wgmma backward " + n + " vs float64", part(dn, s, w), part(ref.dqkv, s, w),
-          kTol);
-    print_worst("wgmma backward " + n, part(dn, s, w), part(ref.dqkv, s, w), s);
+    check(report, j, std::string("cuDNN backward ") + kParts[w] + " vs float64", part(dc, s, w),
+          part(ref.dqkv, s, w), kTol);
   }
-  report.same_bits("wgmma backward twice (small)", run.dqkv_again.download(), dn);
+  for (const Run::Own& v : run.variants()) {
+    const std::vector<double> dn = v.first->download();
+    for (int w = 0; w < 3; ++w) {
+      const std::string n = v.name + " backward " + kParts[w];
+      check(report, j, n + " vs float64", part(dn, s, w), part(ref.dqkv, s, w), kTol);
+      print_worst(n, part(dn, s, w), part(ref.dqkv, s, w), s);
+    }
+    report.same_bits(v.name + " backward twice (small)", v.again->download(), dn);
+  }
   return j;
 }
 
@@ -272,14 +294,17 @@ json check_full(gpu_check::Report& report, Run& run) {
       "info cuDNN stats vs own LSE max_abs %.3e (natural-log LSE of the scaled scores "
       "if ~1e-6)\n",
       j["cudnn_stats_vs_own_lse_max_abs"].get<double>());
-  const std::vector<double> dc = run.dqkv_cudnn.download(), dn = run.dqkv_own.download();
-  for (int w = 0; w < 3; ++w) {
-    const std::string n = std::string("wgmma backward ") + kParts[w];
-    const std::vector<double> mine = part(dn, s, w), theirs = part(dc, s, w);
-    check(report, j, n + " vs cuDNN", mine, theirs, kTol);
-    print_worst(n, mine, theirs, s);
+  const std::vector<double> dc = run.dqkv_cudnn.download();
+  for (const Run::Own& v : run.variants()) {
+    const std::vector<double> dn = v.first->download();
+    for (int w = 0; w < 3; ++w) {
+      const std::string n = v.name + " backward " + kParts[w];
+      const std::vector<double> mine = part(dn, s, w), theirs = part(dc, s, w);
+      check(report, j, n + " vs cuDNN", mine, theirs, kTol);
+      print_worst(n, mine, theirs, s);
+    }
+    report.same_bits(v.name + " backward twice (full)", v.again->download(), dn);
   }
-  report.same_bits("wgmma backward twice (full)", run.dqkv_again.download(), dn);
   // The prototype on cuDNN's statistics instead (information: the engine would pass those).
   RY_CUDA(cudaMemcpyAsync(run.lse.ptr(), run.stats.ptr(), run.stats.n * sizeof(float),
                           cudaMemcpyDeviceToDevice, run.stream));
@@ -294,16 +319,10 @@ json check_full(gpu_check::Report& report, Run& run) {
   return j;
 }
 
-// The full shape: checks, then the median time of cuDNN's backward and the prototype's pieces.
-json run_full(gpu_check::Report& report, const Options& o) {
-  const cuda::AttentionShape s{16, 1024, 12, kHd};
-  std::printf("== full shape B=%d T=%d H=%d hd=%d: against cuDNN, timed\n", s.B, s.T, s.H, s.hd);
-  Run run(s);
-  std::mt19937_64 rng(11);
-  run.qkv.upload(gpu_check::random_vec(rng, run.qkv.n));
-  run.dout.upload(gpu_check::random_vec(rng, run.dout.n));
-  run.compute_all();
-  json j = check_full(report, run);
+// The median time of cuDNN's backward and of the prototype's variants and pieces (a table).
+json time_table(Run& run, const Options& o) {
+  const cuda::AttentionShape& s = run.s;
+  json j;
   // One causal product: 2*T*T*64 flop a head dense, half of it under the mask.
   const double flop = double(s.B) * s.H * double(s.T) * s.T * kHd;
   struct Timed {
@@ -314,19 +333,28 @@ json run_full(gpu_check::Report& report, const Options& o) {
     std::function<void(cudaStream_t)> call;
   };
   const bench::AttnBwdShape os = run.own_shape();
+  constexpr bench::AttnBwdKernels kBoth = bench::AttnBwdKernels::kBoth;
   const Timed timed[] = {
       {"cuDNN backward (engine plan)", 5, 5, [&](cudaStream_t) { run.cudnn_backward(); }},
-      {"wgmma dK/dV + dQ kernels", 5, 7,
+      {"wgmma 2wg dK/dV + dQ kernels", 5, 7,
        [&](cudaStream_t) { run.own_backward(run.dqkv_own.ptr()); }},
-      {"wgmma dK/dV kernel alone", 2, 4,
+      {"wgmma 2wg dK/dV kernel alone", 2, 4,
        [&](cudaStream_t) { run.own_backward(run.dqkv_own.ptr(), bench::AttnBwdKernels::kDkDv); }},
-      {"wgmma dQ kernel alone", 1, 3,
+      {"wgmma 2wg dQ kernel alone", 1, 3,
        [&](cudaStream_t) { run.own_backward(run.dqkv_own.ptr(), bench::AttnBwdKernels::kDq); }},
+      {"wgmma 1wg dK/dV + dQ kernels", 5, 7,
+       [&](cudaStream_t) { run.own_backward(run.dqkv_own1.ptr(), kBoth, 1); }},
+      {"wgmma 1wg dK/dV kernel alone", 2, 4,
+       [&](cudaStream_t) {
+         run.own_backward(run.dqkv_own1.ptr(), bench::AttnBwdKernels::kDkDv, 1);
+       }},
+      {"wgmma 1wg dQ kernel alone", 1, 3,
+       [&](cudaStream_t) { run.own_backward(run.dqkv_own1.ptr(), bench::AttnBwdKernels::kDq, 1); }},
       {"D = rowsum(dO o O) kernel", 0, 0,
        [&](cudaStream_t st) {
          bench::attention_dot_do_o(run.d.ptr(), run.out.ptr(), run.dout.ptr(), os, st);
        }},
-      {"wgmma total (D + kernels)", 5, 7,
+      {"wgmma 2wg total (D + kernels)", 5, 7,
        [&](cudaStream_t st) {
          bench::attention_dot_do_o(run.d.ptr(), run.out.ptr(), run.dout.ptr(), os, st);
          run.own_backward(run.dqkv_own.ptr());
@@ -345,6 +373,22 @@ json run_full(gpu_check::Report& report, const Options& o) {
                           {"executed_tflops", executed}};
   }
   j["flop_per_causal_product"] = flop;
+  return j;
+}
+
+// The full shape: checks against cuDNN, then the times.
+json run_full(gpu_check::Report& report, const Options& o) {
+  const cuda::AttentionShape s{16, 1024, 12, kHd};
+  std::printf("== full shape B=%d T=%d H=%d hd=%d: against cuDNN, timed\n", s.B, s.T, s.H, s.hd);
+  Run run(s);
+  std::mt19937_64 rng(11);
+  run.qkv.upload(gpu_check::random_vec(rng, run.qkv.n));
+  run.dout.upload(gpu_check::random_vec(rng, run.dout.n));
+  run.compute_all();
+  json j = check_full(report, run);
+  const json t = time_table(run, o);
+  j["times"] = t["times"];
+  j["flop_per_causal_product"] = t["flop_per_causal_product"];
   return j;
 }
 

@@ -23,7 +23,6 @@ using namespace cute;
 using Bf = cutlass::bfloat16_t;
 
 constexpr int kHd = 64;                     // head dim: one 128-byte swizzle row
-constexpr int kThreads = 256;               // two consumer warpgroups
 constexpr int kTileElems = 64 * kHd;        // a 64-row tile
 constexpr int kTileBytes = kTileElems * 2;  // 8 KiB, a multiple of the 1 KiB swizzle atom
 constexpr float kScale = 0.125f;            // 1 / sqrt(64)
@@ -71,7 +70,7 @@ __device__ __forceinline__ void cp_async_wait_all() {
 // 64 rows of 64 features (`src` row 0, rows `stride` elements apart) into a SmemK tile: 16-byte
 // chunk c of row r lands at chunk c ^ (r % 8) (the 128-byte swizzle; the tile is 1 KiB aligned).
 __device__ void load_tile(Bf* dst, const Bf* src, size_t stride) {
-  for (int c = threadIdx.x; c < 64 * 8; c += kThreads) {
+  for (int c = threadIdx.x; c < 64 * 8; c += blockDim.x) {
     const int r = c >> 3, ch = c & 7;
     cp_async16(reinterpret_cast<char*>(dst) + r * 128 + ((ch ^ (r & 7)) << 4),
                src + r * stride + ch * 8);
@@ -176,8 +175,10 @@ __device__ __forceinline__ char* aligned_smem() {
   extern __shared__ __align__(128) char raw[];
   return raw + ((1024 - (smem_addr(raw) & 1023)) & 1023);
 }
-// Eight tiles and 2 x 128 floats, plus the alignment's slack.
-constexpr int kSmemBytes = 8 * kTileBytes + 2 * 128 * 4 + 1024;
+// A CTA of kWg warpgroups (1 or 2): 2 kWg + 4 tiles and 2 x 128 floats, plus the alignment's
+// slack.
+template <int kWg>
+constexpr int kSmemBytes = (2 * kWg + 4) * kTileBytes + 2 * 128 * 4 + 1024;
 
 // --- dK and dV ------------------------------------------------------------------------------
 
@@ -205,13 +206,17 @@ __device__ void dkdv_step(const Bf* k, const Bf* v, const Bf* q, const Bf* dout,
   warpgroup_fence_operand(dk);
 }
 
-// CTA per (128 keys j, h, b): K_j and V_j stay in shared memory while the query blocks from the
-// diagonal on stream through two buffers; dK and dV are summed in registers in query order.
-__global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(Args a) {
+// CTA per (64 kWg keys j, h, b), a warpgroup per 64 keys: K_j and V_j stay in shared memory
+// while the query blocks from the diagonal on stream through two buffers; dK and dV are summed
+// in registers in query order. Two warpgroups share each query block's loads but wait for each
+// other every block; one runs 2 CTAs per SM that do not (190 registers a thread either way).
+template <int kWg>
+__global__ void __launch_bounds__(128 * kWg, 2 / kWg) dkdv_kernel(Args a) {
+  constexpr int kKeys = 64 * kWg;
   char* sm = aligned_smem();
   Bf* sk = reinterpret_cast<Bf*>(sm);
-  Bf* sv = sk + 2 * kTileElems;
-  Bf* sq = sv + 2 * kTileElems;
+  Bf* sv = sk + kWg * kTileElems;
+  Bf* sq = sv + kWg * kTileElems;
   Bf* sdo = sq + 2 * kTileElems;
   float* slse = reinterpret_cast<float*>(sdo + 2 * kTileElems);  // [2 buffers][64]
   float* sd = slse + 128;
@@ -222,9 +227,9 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(Args a) {
   const Bf* v = k + a.H * kHd;
   const Bf* dout = a.dout + size_t(b) * a.T * do_stride + h * kHd;
   const size_t stat0 = (size_t(b) * a.H + h) * a.T;
-  for (int t = 0; t < 2; ++t) {
-    load_tile(sk + t * kTileElems, k + size_t(j * 128 + t * 64) * qkv_stride, qkv_stride);
-    load_tile(sv + t * kTileElems, v + size_t(j * 128 + t * 64) * qkv_stride, qkv_stride);
+  for (int t = 0; t < kWg; ++t) {
+    load_tile(sk + t * kTileElems, k + size_t(j * kKeys + t * 64) * qkv_stride, qkv_stride);
+    load_tile(sv + t * kTileElems, v + size_t(j * kKeys + t * 64) * qkv_stride, qkv_stride);
   }
   auto load_queries = [&](int i, int buf) {
     load_tile(sq + buf * kTileElems, q + size_t(i) * 64 * qkv_stride, qkv_stride);
@@ -232,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(Args a) {
     load_floats(slse + buf * 64, a.lse + stat0 + i * 64, 64);
     load_floats(sd + buf * 64, a.d + stat0 + i * 64, 64);
   };
-  const int first = 2 * j, n = a.T / 64, key0 = j * 128 + wg * 64;
+  const int first = kWg * j, n = a.T / 64, key0 = j * kKeys + wg * 64;
   load_queries(first, 0);
   cp_async_commit();
   Tensor dk = make_tensor<float>(AccShape{});
@@ -276,40 +281,41 @@ __device__ void dq_step(const Bf* q, const Bf* dout, const Bf* k, const Bf* v, c
   warpgroup_fence_operand(dq);
 }
 
-// CTA per (128 queries i, h, b), the longest (last) blocks first: Q_i, dO_i and their
-// statistics stay in shared memory while the key blocks up to the diagonal stream through two
-// buffers; dQ is summed in registers in key order.
-// Two CTAs per SM (at most 128 registers, 2 x 66 KiB of shared memory): one's loads and softmax
-// overlap the other's products.
-__global__ void __launch_bounds__(kThreads, 2) dq_kernel(Args a) {
+// CTA per (64 kWg queries i, h, b), a warpgroup per 64 queries, the longest (last) blocks
+// first: Q_i, dO_i and their statistics stay in shared memory while the key blocks up to the
+// diagonal stream through two buffers; dQ is summed in registers in key order. 4 / kWg CTAs per
+// SM (at most 128 registers): one's loads and softmax overlap another's products.
+template <int kWg>
+__global__ void __launch_bounds__(128 * kWg, 4 / kWg) dq_kernel(Args a) {
+  constexpr int kRows = 64 * kWg;
   char* sm = aligned_smem();
   Bf* sq = reinterpret_cast<Bf*>(sm);
-  Bf* sdo = sq + 2 * kTileElems;
-  Bf* sk = sdo + 2 * kTileElems;
+  Bf* sdo = sq + kWg * kTileElems;
+  Bf* sk = sdo + kWg * kTileElems;
   Bf* sv = sk + 2 * kTileElems;
-  float* slse = reinterpret_cast<float*>(sv + 2 * kTileElems);  // [128]
+  float* slse = reinterpret_cast<float*>(sv + 2 * kTileElems);  // [kRows]
   float* sd = slse + 128;
   const int i = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int wg = threadIdx.x / 128;
   const size_t qkv_stride = 3 * size_t(a.H) * kHd, do_stride = size_t(a.H) * kHd;
-  const Bf* q = a.qkv + (size_t(b) * a.T + i * 128) * qkv_stride + h * kHd;  // the block's row 0
-  const Bf* k = a.qkv + size_t(b) * a.T * qkv_stride + (a.H + h) * kHd;      // the head's key 0
+  const Bf* q = a.qkv + (size_t(b) * a.T + i * kRows) * qkv_stride + h * kHd;  // block's row 0
+  const Bf* k = a.qkv + size_t(b) * a.T * qkv_stride + (a.H + h) * kHd;        // the head's key 0
   const Bf* v = k + a.H * kHd;
-  const Bf* dout = a.dout + (size_t(b) * a.T + i * 128) * do_stride + h * kHd;
-  const size_t stat0 = (size_t(b) * a.H + h) * a.T + i * 128;
-  for (int t = 0; t < 2; ++t) {
+  const Bf* dout = a.dout + (size_t(b) * a.T + i * kRows) * do_stride + h * kHd;
+  const size_t stat0 = (size_t(b) * a.H + h) * a.T + i * kRows;
+  for (int t = 0; t < kWg; ++t) {
     load_tile(sq + t * kTileElems, q + size_t(t) * 64 * qkv_stride, qkv_stride);
     load_tile(sdo + t * kTileElems, dout + size_t(t) * 64 * do_stride, do_stride);
   }
-  load_floats(slse, a.lse + stat0, 128);
-  load_floats(sd, a.d + stat0, 128);
+  load_floats(slse, a.lse + stat0, kRows);
+  load_floats(sd, a.d + stat0, kRows);
   auto load_keys = [&](int j, int buf) {
     load_tile(sk + buf * kTileElems, k + size_t(j) * 64 * qkv_stride, qkv_stride);
     load_tile(sv + buf * kTileElems, v + size_t(j) * 64 * qkv_stride, qkv_stride);
   };
   load_keys(0, 0);
   cp_async_commit();
-  const int n = 2 * i + 2, query0 = i * 128 + wg * 64;
+  const int n = kWg * (i + 1), query0 = i * kRows + wg * 64;
   Tensor dq = make_tensor<float>(AccShape{});
   clear(dq);
   for (int j = 0; j < n; ++j) {
@@ -378,6 +384,28 @@ __global__ void lse_reference_kernel(const Bf* qkv, float* lse, int B, int T, in
   lse[idx] = m + logf(l);
 }
 
+// The two kernels of CTAs of kWg warpgroups on `stream` (those `which` names).
+template <int kWg>
+void launch(const Args& a, const AttnBwdShape& s, cudaStream_t stream, AttnBwdKernels which) {
+  static const bool attributes_set = [] {
+    RY_CUDA(cudaFuncSetAttribute(dkdv_kernel<kWg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 kSmemBytes<kWg>));
+    RY_CUDA(cudaFuncSetAttribute(dq_kernel<kWg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 kSmemBytes<kWg>));
+    return true;
+  }();
+  (void)attributes_set;
+  const dim3 grid(unsigned(s.T / (64 * kWg)), unsigned(s.H), unsigned(s.B));
+  if (which != AttnBwdKernels::kDq) {
+    dkdv_kernel<kWg><<<grid, 128 * kWg, kSmemBytes<kWg>, stream>>>(a);
+    RY_CUDA_LAUNCHED();
+  }
+  if (which != AttnBwdKernels::kDkDv) {
+    dq_kernel<kWg><<<grid, 128 * kWg, kSmemBytes<kWg>, stream>>>(a);
+    RY_CUDA_LAUNCHED();
+  }
+}
+
 const Bf* as_bf(const cuda::bf16* p) {
   return reinterpret_cast<const Bf*>(p);
 }
@@ -430,25 +458,16 @@ void attention_dot_do_o(float* d, const cuda::bf16* out, const cuda::bf16* dout,
 
 void attention_backward_wgmma(cuda::bf16* dqkv, const cuda::bf16* qkv, const cuda::bf16* dout,
                               const float* lse, const float* d, const AttnBwdShape& s,
-                              cudaStream_t stream, AttnBwdKernels which) {
+                              cudaStream_t stream, AttnBwdKernels which, int warpgroups) {
   check_attn_bwd_shape(s);
-  static const bool attributes_set = [] {
-    RY_CUDA(
-        cudaFuncSetAttribute(dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    RY_CUDA(
-        cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    return true;
-  }();
-  (void)attributes_set;
   const Args a{as_bf(qkv), as_bf(dout), lse, d, reinterpret_cast<Bf*>(dqkv), s.T, s.H};
-  const dim3 grid(unsigned(s.T / 128), unsigned(s.H), unsigned(s.B));
-  if (which != AttnBwdKernels::kDq) {
-    dkdv_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
-    RY_CUDA_LAUNCHED();
-  }
-  if (which != AttnBwdKernels::kDkDv) {
-    dq_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
-    RY_CUDA_LAUNCHED();
+  if (warpgroups == 2) {
+    launch<2>(a, s, stream, which);
+  } else if (warpgroups == 1) {
+    launch<1>(a, s, stream, which);
+  } else {
+    throw std::invalid_argument("attention_backward_wgmma: warpgroups " +
+                                std::to_string(warpgroups) + ": 1 or 2");
   }
 }
 

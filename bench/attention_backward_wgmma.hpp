@@ -31,10 +31,12 @@ void attention_dot_do_o(float* d, const cuda::bf16* out, const cuda::bf16* dout,
 enum class AttnBwdKernels { kBoth, kDkDv, kDq };
 
 // dqkv from qkv, dout, the statistics `lse` and `d` (attention_dot_do_o's): the dK/dV kernel,
-// then the dQ kernel, on `stream`.
+// then the dQ kernel, on `stream`. `warpgroups`: per CTA, each with 64 rows of its own (2: the
+// two share the loads of the other side's blocks; 1: more CTAs per SM, each at its own pace).
 void attention_backward_wgmma(cuda::bf16* dqkv, const cuda::bf16* qkv, const cuda::bf16* dout,
                               const float* lse, const float* d, const AttnBwdShape& s,
-                              cudaStream_t stream, AttnBwdKernels which = AttnBwdKernels::kBoth);
+                              cudaStream_t stream, AttnBwdKernels which = AttnBwdKernels::kBoth,
+                              int warpgroups = 2);
 
 // What the kernels assume of CuTe's layouts, checked on the host: load_tile's swizzle is the
 // K-major and the MN-major view of a tile, and the accumulator's registers are the RS A
