@@ -2,7 +2,7 @@
 # The GPU benchmark, one command on the GPU machine (see docs/gpu.md):
 #   bash bench/gpu_bench.sh [stage...]  stages: env build check bench variants pytorch profile ckpt hf
 #                                        gemm sdpa gemmsurvey adamw timeline lnbench cebench
-#                                        headbench cutlass sdpatorch
+#                                        headbench cutlass sdpatorch attnbwd
 # (default: env build check bench pytorch profile, about 7 minutes on one H200). Builds
 # railyard with CUDA (and cuDNN attention where the cudnn-frontend headers are: a wheel in .whl/
 # is unpacked to /tmp/site), runs the GPU correctness checks (tests/gpu), then times
@@ -29,7 +29,7 @@ keep() {
     step-timeline.json step-timeline.txt layernorm-bench.json layernorm-bench.log \
     cross-entropy-bench.json cross-entropy-bench.log cutlass-gelu.json cutlass.log \
     head-weight-grad.json head-weight-grad.log sdpa-torch-backends.json \
-    sdpa-torch-backends.log; do
+    sdpa-torch-backends.log attention-backward.json attention-backward.log; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   return 0
@@ -82,11 +82,13 @@ if has build; then
     -DRAILYARD_CUDNN=${RAILYARD_CUDNN:-AUTO} -DRAILYARD_CUDNN_FRONTEND_INCLUDE="$FE_INCLUDE" \
     -DRAILYARD_CUTLASS_INCLUDE="$CUTLASS_INCLUDE" \
     > "$W/cmake.log" 2>&1 || { tail -30 "$W/cmake.log"; exit 1; }
-  grep -E "cuDNN attention|step timeline|CUTLASS" "$W/cmake.log"
+  grep -E "cuDNN attention|step timeline|CUTLASS|attention backward" "$W/cmake.log"
   # The plan bench (one long frontend unit) compiles beside the rest when the sdpa stage follows.
   extra=""
   has sdpa && grep -q "cuDNN attention: ON" "$W/cmake.log" && extra=cudnn_sdpa_plans
   has gemmsurvey && extra="$extra gemm_step_survey"
+  has attnbwd && grep -q "attention backward bench: ON" "$W/cmake.log" \
+    && extra="$extra attention_backward_bench"
   # CUTLASS's kernels are the longest units: they compile beside the rest.
   has cutlass && grep -q "CUTLASS GELU bench: ON" "$W/cmake.log" && extra="$extra cutlass_gelu_bench"
   grep -q "CUTLASS fc forward: ON" "$W/cmake.log" \
@@ -359,6 +361,26 @@ stage_sdpatorch() {
   return 0
 }
 if has sdpatorch; then stage_sdpatorch; fi
+
+# The wgmma attention backward prototype (bench/attention_backward_bench.cpp): against float64
+# at a small shape and against cuDNN's backward at the step's, same bits twice, median times
+# beside cuDNN's; the table to attention-backward.log, JSON to attention-backward.json.
+stage_attnbwd() {
+  log "attnbwd: wgmma attention backward vs cuDNN (B=16 T=1024 H=12 hd=64, causal bf16)"
+  # The target exists only where the build found cuDNN attention and CUTLASS.
+  ninja -C "$BUILD" -j16 attention_backward_bench > "$W/build-attnbwd.log" 2>&1 || {
+    grep -E "error|FAILED" "$W/build-attnbwd.log" | head -30
+    echo "attnbwd: no attention_backward_bench: run the build stage first (cmake.log must say" \
+      "attention backward bench: ON)"
+    return 1
+  }
+  rm -f "$W/attention-backward.json"
+  timeout 120 "$BUILD/bench/attention_backward_bench" --runs 20 --warmup 3 \
+    --json "$W/attention-backward.json" 2>&1 | tee "$W/attention-backward.log"
+  [ -s "$W/attention-backward.json" ] && stamp_result attention-backward.json
+  return 0
+}
+if has attnbwd; then stage_attnbwd; fi
 
 # Every cuBLASLt product of one training step with the heuristic's candidates and configurations
 # enumerated from each algorithm's capabilities, 128 per product (issue 12,
