@@ -6,7 +6,7 @@
 // saved statistics and that LSE tells whether cuDNN's are the natural-log log-sum-exp of the
 // scaled scores. Same bits twice for the prototype. Exit code 1 if a check fails.
 //
-//   attention_backward_bench [--runs 20] [--warmup 3] [--json FILE]
+//   attention_backward_bench [--reps 30] [--warmup 5] [--json FILE]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,35 +35,12 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: attention_backward_bench [--runs 20] [--warmup 3] [--json FILE]\n";
+    "usage: attention_backward_bench [--reps 30] [--warmup 5] [--json FILE]\n";
 constexpr int kHd = 64;
 // Relative L2 error allowed in each of dQ, dK, dV: the outputs are bf16 (2^-9 relative
 // rounding) and both kernels round P and dS to bf16 before their products, ~0.5% in all;
 // a wrong mask, scale or transpose is an O(1) error.
 constexpr double kTol = 2e-2;
-
-struct Options {
-  int runs = 20, warmup = 3;
-  std::string json;
-};
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(a + ": unknown or without a value\n" + kUsage);
-    const char* v = argv[++i];
-    if (a == "--runs")
-      o.runs = bench::positive(a, v, 10000);
-    else if (a == "--warmup")
-      o.warmup = bench::positive(a, v, 1000);
-    else if (a == "--json")
-      o.json = v;
-    else
-      throw std::invalid_argument("unknown option " + a + "\n" + kUsage);
-  }
-  return o;
-}
 
 // The device arrays of one shape: inputs, cuDNN's forward and backward, the prototype's twice.
 struct Run {
@@ -320,7 +297,7 @@ json check_full(gpu_check::Report& report, Run& run) {
 }
 
 // The median time of cuDNN's backward and of the prototype's variants and pieces (a table).
-json time_table(Run& run, const Options& o) {
+json time_table(Run& run, const bench::TimingOptions& o) {
   const cuda::AttentionShape& s = run.s;
   json j;
   // One causal product: 2*T*T*64 flop a head dense, half of it under the mask.
@@ -363,7 +340,7 @@ json time_table(Run& run, const Options& o) {
   std::printf("| %-30s | %9s | %14s | %15s |\n", "call", "median us", "useful TFLOP/s",
               "executed TFLOP/s");
   for (const Timed& t : timed) {
-    const bench::CallTimes ct = bench::time_calls(t.call, run.stream, o.warmup, o.runs);
+    const bench::CallTimes ct = bench::time_calls(t.call, run.stream, o.warmup, o.reps);
     const double per_product = flop / (ct.median_us * 1e-6) / 1e12;
     const double useful = t.useful * per_product, executed = t.executed * per_product;
     std::printf("| %-30s | %9.1f | %14.1f | %15.1f |\n", t.name, ct.median_us, useful, executed);
@@ -377,7 +354,7 @@ json time_table(Run& run, const Options& o) {
 }
 
 // The full shape: checks against cuDNN, then the times.
-json run_full(gpu_check::Report& report, const Options& o) {
+json run_full(gpu_check::Report& report, const bench::TimingOptions& o) {
   const cuda::AttentionShape s{16, 1024, 12, kHd};
   std::printf("== full shape B=%d T=%d H=%d hd=%d: against cuDNN, timed\n", s.B, s.T, s.H, s.hd);
   Run run(s);
@@ -395,7 +372,7 @@ json run_full(gpu_check::Report& report, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Options o = parse(argc, argv);
+  const bench::TimingOptions o = bench::parse_timing(argc, argv, kUsage);
   gpu_check::Report report;
   json j;
   // Host only: runs before the skip where there is no GPU.
@@ -406,7 +383,7 @@ int main(int argc, char** argv) try {
   gpu_check::skip_without_gpu();
   j["small"] = run_small(report);
   j["full"] = run_full(report, o);
-  j["runs"] = o.runs;
+  j["reps"] = o.reps;
   j["warmup"] = o.warmup;
   const int rc = report.exit_code();
   j["passed"] = rc == 0;

@@ -375,7 +375,7 @@ stage_attnbwd() {
     return 1
   }
   rm -f "$W/attention-backward.json"
-  timeout 120 "$BUILD/bench/attention_backward_bench" --runs 20 --warmup 3 \
+  timeout 120 "$BUILD/bench/attention_backward_bench" --reps 20 --warmup 3 \
     --json "$W/attention-backward.json" 2>&1 | tee "$W/attention-backward.log"
   [ -s "$W/attention-backward.json" ] && stamp_result attention-backward.json
   return 0
